@@ -1,0 +1,69 @@
+"""Make ``import smdebug`` resolve to smdebug_lite when real smdebug is not installed.
+
+Installed as a top-level module and activated by ``smdebug_lite-alias.pth`` at interpreter start.
+It must stay dependency-free and cheap: it only registers a finder; nothing is imported until
+user code asks for ``smdebug``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import sys
+
+_ALIAS = "smdebug"
+_TARGET = "smdebug_lite"
+
+
+class _AliasLoader(importlib.abc.Loader):
+    def __init__(self, target: str) -> None:
+        self._target = target
+
+    def create_module(self, spec):  # type: ignore[override]
+        return importlib.import_module(self._target)
+
+    def exec_module(self, module) -> None:  # the target module is already executed
+        return None
+
+
+class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
+    """Serves ``smdebug[.x.y]`` from ``smdebug_lite[.x.y]`` unless a real smdebug exists."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != _ALIAS and not fullname.startswith(_ALIAS + "."):
+            return None
+        if self._real_smdebug_available():
+            return None
+        target_name = _TARGET + fullname[len(_ALIAS) :]
+        if importlib.util.find_spec(target_name.split(".")[0]) is None:
+            return None
+        try:
+            if importlib.util.find_spec(target_name) is None:
+                return None
+        except ModuleNotFoundError:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=True)
+
+    @staticmethod
+    def _real_smdebug_available() -> bool:
+        for finder in sys.meta_path:
+            if isinstance(finder, SmdebugAliasFinder):
+                continue
+            find = getattr(finder, "find_spec", None)
+            if find is None:
+                continue
+            try:
+                if find(_ALIAS, None) is not None:
+                    return True
+            except Exception:  # a broken third-party finder must not break imports
+                continue
+        return False
+
+
+def install() -> None:
+    """Register the finder once (idempotent); called from the .pth file and from tests."""
+    if not any(isinstance(f, SmdebugAliasFinder) for f in sys.meta_path):
+        sys.meta_path.append(SmdebugAliasFinder())
+

@@ -1,0 +1,212 @@
+"""Exceptions with smdebug's names, hierarchy and messages, so user code catching them still works."""
+
+from __future__ import annotations
+
+from smdebug_lite.modes import ModeKeys
+
+
+class SMDebugError(Exception):
+    """Base of every smdebug exception."""
+
+
+class SMDebugCustomerError(SMDebugError):
+    pass
+
+
+class SMDebugTypeError(SMDebugError, TypeError):
+    pass
+
+
+class SMDebugRuntimeError(SMDebugError, RuntimeError):
+    pass
+
+
+class SMDebugNotImplementedError(SMDebugError, NotImplementedError):
+    pass
+
+
+class SMDebugValueError(SMDebugError, ValueError):
+    pass
+
+
+def _mode_name(mode: object) -> str:
+    return mode.name if isinstance(mode, ModeKeys) else str(mode)
+
+
+class InvalidCollectionConfiguration(SMDebugError):
+    def __init__(self, c_name: str) -> None:
+        super().__init__(c_name)
+        self.c_name = c_name
+
+    def __str__(self) -> str:
+        return (
+            f"Collection {self.c_name} has not been configured. Please configure it with "
+            "tensor_names or include_regex."
+        )
+
+
+class StepNotYetAvailable(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        super().__init__(step, mode)
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return f"Step {self.step} of mode {_mode_name(self.mode)} not yet available"
+
+
+class MissingCollectionFiles(SMDebugError):
+    def __init__(self, message: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        base = "Training job has ended. All the collection files could not be loaded"
+        return f"{base}: {self.message}" if self.message else base
+
+
+class IndexReaderException(SMDebugError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class TensorCorrupted(SMDebugError):
+    """A stored tensor record failed its integrity check (not in smdebug: it never checked)."""
+
+    def __init__(self, path: str, step: int, tname: str, reason: str) -> None:
+        super().__init__(path, step, tname, reason)
+        self.path, self.step, self.tname, self.reason = path, step, tname, reason
+
+    def __str__(self) -> str:
+        return f"Tensor {self.tname} at step {self.step} in {self.path} is corrupted: {self.reason}"
+
+
+class StepUnavailable(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys) -> None:
+        super().__init__(step, mode)
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return f"Step {self.step} of mode {_mode_name(self.mode)} is not available as it was not saved"
+
+
+class TensorUnavailableForStep(SMDebugError):
+    def __init__(
+        self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL, has_reductions: bool = False
+    ) -> None:
+        super().__init__(tname, step, mode, has_reductions)
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+        self.has_reductions = has_reductions
+
+    def __str__(self) -> str:
+        msg = (
+            f"Value for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {_mode_name(self.mode)} as it was not saved."
+        )
+        if self.has_reductions:
+            msg += (
+                "This tensor has reductions saved for this step. "
+                "You might want to query for the reductions."
+            )
+        return msg
+
+
+class ShapeUnavailableForStep(SMDebugError):
+    def __init__(self, tname: str, step: int, mode: ModeKeys = ModeKeys.GLOBAL) -> None:
+        super().__init__(tname, step, mode)
+        self.tname = tname
+        self.step = step
+        self.mode = mode
+
+    def __str__(self) -> str:
+        return (
+            f"Shape for tensor {self.tname} is not available for step {self.step} "
+            f"with mode {_mode_name(self.mode)} as it was not saved."
+        )
+
+
+class TensorUnavailable(SMDebugError):
+    def __init__(self, tname: str) -> None:
+        super().__init__(tname)
+        self.tname = tname
+
+    def __str__(self) -> str:
+        return f"Tensor {self.tname} was not saved."
+
+
+class InvalidWorker(SMDebugError):
+    def __init__(self, worker: str) -> None:
+        super().__init__(worker)
+        self.worker = worker
+
+    def __str__(self) -> str:
+        return f"Invalid Worker: {self.worker}"
+
+
+class NoMoreProfilerData(SMDebugError):
+    def __init__(self, timestamp: object) -> None:
+        super().__init__(timestamp)
+        self.timestamp = timestamp
+
+    def __str__(self) -> str:
+        return f"Looking for timestamp {self.timestamp} and reached end of training."
+
+
+class NoMoreData(SMDebugError):
+    def __init__(self, step: int, mode: ModeKeys, last_step: int) -> None:
+        super().__init__(step, mode, last_step)
+        self.step = step
+        self.mode = mode
+        self.last_step = last_step
+
+    def __str__(self) -> str:
+        return (
+            f"Looking for step {self.step} of mode {_mode_name(self.mode)} and reached end of "
+            f"training. Max step available is {self.last_step}"
+        )
+
+
+class RuleEvaluationConditionMet(SMDebugError):
+    def __init__(self, rule_name: str, step: int, end_of_rule: bool = False) -> None:
+        super().__init__(rule_name, step, end_of_rule)
+        self.rule_name = rule_name
+        self.step = step
+        self.end_of_rule = end_of_rule
+
+    def __str__(self) -> str:
+        return (
+            f"Evaluation of the rule {self.rule_name} at step {self.step} resulted in the "
+            "condition being met"
+        )
+
+
+class InsufficientInformationForRuleInvocation(SMDebugError):
+    def __init__(self, rule_name: str, message: str) -> None:
+        super().__init__(rule_name, message)
+        self.rule_name = rule_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"Insufficient information to invoke rule {self.rule_name}: {self.message}"
+
+
+class TrialDataTimeout(SMDebugError, TimeoutError):
+    """Waited the configured time for data that never came (smdebug waited forever instead)."""
+
+    def __init__(self, path: str, waited_s: float, what: str) -> None:
+        super().__init__(path, waited_s, what)
+        self.path, self.waited_s, self.what = path, waited_s, what
+
+    def __str__(self) -> str:
+        return (
+            f"No {self.what} appeared under {self.path} after waiting {self.waited_s:.0f}s; "
+            "check the path, or raise the timeout (create_trial(..., timeout=...) or env "
+            "SMDEBUG_TRIAL_TIMEOUT) if training is still starting"
+        )

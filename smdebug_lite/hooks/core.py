@@ -1,0 +1,578 @@
+"""What every hook shares: steps and modes, which tensors to save when, and the failure policy.
+
+Framework adapters (`smdebug_lite.pytorch`, `.tensorflow`, `.xgboost`) only find tensors and turn
+them into numpy arrays (computing reductions with the framework's own ops). They call:
+
+    core.start_step()                 # a new step begins (or core.set_step(n) for XGBoost)
+    plan = core.plan(name)            # None when nothing is to be saved for `name` now
+    core.write(plan, raw=..., reductions={(name, abs): array}, shape=...)
+    core.end_step()                   # optional: submit the step now (else at the next start)
+    core.close()
+
+Everything an adapter runs on the training thread goes through `core.failsafe(...)`: an internal
+error is logged once, loudly, with the cause, and the hook disables itself; training goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import re
+import threading
+import time
+import traceback
+import weakref
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from smdebug_lite.config.collection import (
+    EVAL_PREDICT_SKIPPED_COLLECTIONS,
+    NON_HISTOGRAM_COLLECTIONS,
+    NON_REDUCTION_COLLECTIONS,
+    SCALAR_COLLECTIONS,
+    Collection,
+    CollectionKeys,
+    builtin_collections,
+    default_include_collections,
+)
+from smdebug_lite.config.collection_manager import CollectionManager
+from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.exceptions import SMDebugRuntimeError
+from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
+from smdebug_lite.logger import get_logger
+from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.storage import is_s3_path, open_storage
+from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.trial_writer import TrialWriter
+
+logger = get_logger(__name__)
+
+REDUCTION_PREFIX = "smdebug/reductions/"
+SCALAR_PREFIX = "scalar/"
+_TF_SUFFIX = re.compile(r":\d+")
+
+
+def reduction_tensor_name(tensor_name: str, reduction: str, is_abs: bool, keep_tf_suffix: bool = False) -> str:
+    """smdebug's name for a saved reduction, e.g. smdebug/reductions/abs_mean/gradient/fc.bias."""
+    base = tensor_name if keep_tf_suffix else _TF_SUFFIX.sub("", tensor_name)
+    return f"{REDUCTION_PREFIX}{'abs_' if is_abs else ''}{reduction}/{base}"
+
+
+def to_numpy_value(value) -> np.ndarray:
+    """smdebug's conversion for non-framework values: Python/numpy scalars become shape (1,)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        return np.array([value])
+    if isinstance(value, (list, tuple)):
+        return np.asarray(value)
+    if isinstance(value, str):
+        return np.array([value])
+    return np.asarray(value)
+
+
+@dataclass(slots=True)
+class TensorPlan:
+    """What to write for one tensor at the current step, merged over its collections."""
+
+    name: str
+    save_raw: bool = False
+    reductions: list[tuple[str, bool]] = field(default_factory=list)
+    save_shape: bool = False
+    histogram: bool = False
+    tb_scalar: bool = False
+    collections: list[Collection] = field(default_factory=list)
+
+
+class HookCore:
+    """Base of every hook. Subclasses set `framework` and may override the worker methods."""
+
+    framework = "pytorch"
+    default_save_interval = 500
+    keep_tf_suffix = False
+
+    def __init__(
+        self,
+        out_dir: str,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        include_collections: str | Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+    ) -> None:
+        if not out_dir or not isinstance(out_dir, str):
+            raise SMDebugRuntimeError(f"out_dir={out_dir!r}: expected a local path or an s3:// URI")
+        self.out_dir = out_dir if is_s3_path(out_dir) else os.path.abspath(os.path.expanduser(out_dir))
+        self.dry_run = bool(dry_run)
+        self.export_tensorboard = bool(export_tensorboard)
+        self.tensorboard_dir = tensorboard_dir or (
+            os.path.join(self.out_dir, "tensorboard") if export_tensorboard else None
+        )
+        if save_config is None:
+            save_config = SaveConfig(save_interval=self.default_save_interval)
+        self.save_config = SaveConfig.parse(save_config)
+        self.save_config.merge_default_save_config(
+            None, SaveConfigMode(save_interval=self.default_save_interval)
+        )
+        self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
+        self.include_workers = include_workers if include_workers in ("one", "all") else "one"
+        self.save_all = bool(save_all)
+
+        self.collection_manager = CollectionManager()
+        for name, regexes in builtin_collections(self.framework, extensions=True).items():
+            self.collection_manager.get(name, create_if_not_exists=True).include(regexes)
+        self.include_collections: list[str] = []
+        if isinstance(include_collections, str):
+            include_collections = [include_collections]
+        for name in list(include_collections or []) + default_include_collections(self.framework):
+            if name not in self.include_collections:
+                self.include_collections.append(name)
+        if include_regex:
+            regexes = [include_regex] if isinstance(include_regex, str) else list(include_regex)
+            self.collection_manager.get(CollectionKeys.DEFAULT).include(regexes)
+            if CollectionKeys.DEFAULT not in self.include_collections:
+                self.include_collections.append(CollectionKeys.DEFAULT)
+        if self.save_all:
+            self.collection_manager.get(CollectionKeys.ALL).include(".*")
+            if CollectionKeys.ALL not in self.include_collections:
+                self.include_collections.append(CollectionKeys.ALL)
+
+        self.mode = ModeKeys.GLOBAL
+        self.step = -1
+        self.mode_steps: dict[ModeKeys, int] = {ModeKeys.GLOBAL: -1}
+        self.disabled = False
+        self.last_saved_step: int | None = None
+        self._prepared = False
+        self._match_cache: dict[str, list[Collection]] = {}
+        self._saving: list[Collection] = []
+        self._step_writer: StepWriter | None = None
+        self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
+        self._matched: set[str] = set()
+        self._warned_unmatched: set[str] = set()
+        self._exported_names: int = -1
+        self._writer: TrialWriter | None = None
+        self._tb = None
+        self._claimed = False
+        self._closed = False
+        self._lock = threading.RLock()
+        self.worker = self._worker_name()
+        self.num_workers = self._num_workers()
+        self.chief = self.worker == self._chief_worker_name()
+        self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
+        if not self.dry_run:
+            self._check_out_dir()
+        _live_hooks.add(self)
+
+    # -- worker identity (framework adapters override) -------------------------------------
+
+    def _worker_name(self) -> str:
+        return "worker_0"
+
+    def _num_workers(self) -> int:
+        return 1
+
+    def _chief_worker_name(self) -> str:
+        return "worker_0"
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        return self.collection_manager.get(name, create_if_not_exists=create)
+
+    def get_collections(self) -> dict[str, Collection]:
+        return self.collection_manager.collections
+
+    def has_default_hook_configuration(self) -> bool:
+        return set(self.include_collections) == set(default_include_collections(self.framework))
+
+    def _check_out_dir(self) -> None:
+        storage = open_storage(self.out_dir)
+        if storage.exists(END_OF_JOB_FILE):
+            raise SMDebugRuntimeError(
+                f"out_dir {self.out_dir} already holds a finished training run "
+                f"({END_OF_JOB_FILE} exists); choose a new out_dir so that saved data is not mixed"
+            )
+
+    def _prepare_collections(self) -> None:
+        """Give every collection complete save and reduction configs (inherited from the hook)."""
+        for coll in self.collection_manager.collections.values():
+            if coll.save_config is None:
+                coll.save_config = self.save_config.copy()
+            else:
+                coll.save_config.merge_default_save_config(
+                    self.save_config, SaveConfigMode(save_interval=self.default_save_interval)
+                )
+            if coll.name in SCALAR_COLLECTIONS:
+                coll.reduction_config = ReductionConfig(save_raw_tensor=True)
+            elif coll.reduction_config is None:
+                coll.reduction_config = self.reduction_config.copy()
+        self._included = [
+            self.collection_manager.get(n, create_if_not_exists=True) for n in self.include_collections
+        ]
+        self._match_cache.clear()
+        self._prepared = True
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    def set_mode(self, mode) -> None:
+        mode = parse_mode(mode)
+        self.mode = mode
+        self.mode_steps.setdefault(mode, -1)
+
+    @property
+    def mode_step(self) -> int:
+        return self.mode_steps.get(self.mode, -1)
+
+    def start_step(self) -> None:
+        """A new step of the current mode begins: count it, decide what this step saves."""
+        self.end_step()
+        self.step += 1
+        self.mode_steps[self.mode] = self.mode_steps.get(self.mode, -1) + 1
+        if self.mode != ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        self._begin()
+
+    def set_step(self, step: int, mode=None) -> None:
+        """Frameworks that know their own step (XGBoost iterations) set it directly."""
+        self.end_step()
+        if mode is not None:
+            self.set_mode(mode)
+        self.step = int(step)
+        self.mode_steps[self.mode] = int(step)
+        if self.mode != ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        self._begin()
+
+    def _begin(self) -> None:
+        if not self._prepared:
+            self._prepare_collections()
+        mode, mode_step = self.mode, self.mode_step
+        self._saving = [
+            c for c in self._included
+            if c.save_config.should_save_step(mode, mode_step)
+            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
+        ]
+        self._saving_ids = {id(c) for c in self._saving}
+        if self._saving and self.writes:
+            self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
+            if self._tb is None and self.tensorboard_dir:
+                self._tb = self._make_tb_writer()
+        for name, value, wall in self._pending_scalars:  # saved before the first step began
+            self._scalar_writer().add_tensor(name, value, wall)
+        self._pending_scalars.clear()
+
+    @property
+    def saving_this_step(self) -> bool:
+        return bool(self._saving)
+
+    def end_step(self) -> None:
+        """Hand the current step to the writer (its files appear once written)."""
+        sw = self._step_writer
+        self._step_writer = None
+        if sw is None or self.disabled:
+            return
+        if len(sw):
+            self._writer_for_step().submit(sw)
+            self.last_saved_step = sw.step
+            self._maybe_export_collections()
+            self._report_unmatched(first_only=True)
+        if self._tb is not None:
+            self._tb.flush_step()
+
+    # -- what to save --------------------------------------------------------------------------
+
+    def _matching(self, name: str) -> list[Collection]:
+        found = self._match_cache.get(name)
+        if found is None:
+            found = [c for c in self._included if c.matches(name)]
+            self._match_cache[name] = found
+        return found
+
+    def plan(self, name: str) -> TensorPlan | None:
+        """What to save for `name` at this step, or None (cheap when nothing is saved)."""
+        if not self._saving or self.disabled:
+            return None
+        colls = [c for c in self._matching(name) if id(c) in self._saving_ids]
+        if not colls:
+            return None
+        plan = TensorPlan(name, collections=colls)
+        seen: set[tuple[str, bool]] = set()
+        for c in colls:
+            c.add_tensor_name(name)
+            self._matched.add(c.name)
+            rc = c.reduction_config
+            plan.save_raw |= rc.save_raw_tensor
+            plan.save_shape |= rc.save_shape
+            if c.name in SCALAR_COLLECTIONS:
+                plan.tb_scalar = True
+            elif c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
+                plan.histogram = True
+            if c.name in NON_REDUCTION_COLLECTIONS:
+                continue
+            for pair in rc.iter_reductions():
+                if pair not in seen:
+                    seen.add(pair)
+                    plan.reductions.append(pair)
+        return plan
+
+    def write(
+        self,
+        plan: TensorPlan,
+        raw: np.ndarray | None = None,
+        reductions: dict[tuple[str, bool], np.ndarray] | None = None,
+        shape: tuple[int, ...] | None = None,
+    ) -> None:
+        """Record what `plan` asked for into the current step (raw must be a private copy)."""
+        sw = self._step_writer
+        if self.dry_run:
+            logger.debug("dry_run: would save %s at step %d", plan.name, self.step)
+            return
+        if sw is None:
+            return
+        if plan.save_shape and shape is not None:
+            sw.add_shape(plan.name, shape)
+        for (red, is_abs), value in (reductions or {}).items():
+            sw.add_tensor(reduction_tensor_name(plan.name, red, is_abs, self.keep_tf_suffix), value)
+        if raw is not None and plan.save_raw:
+            sw.add_tensor(plan.name, raw)
+        if self._tb is not None and raw is not None:
+            self._tb_record(plan, raw)
+
+    # -- user-facing saving ---------------------------------------------------------------------
+
+    def save_scalar(self, name: str, value, sm_metric: bool = False, timestamp: float | None = None) -> None:
+        """Save a scalar in the step and mode it is called in (smdebug wrote it into whichever
+        step flushed next, and deadlocked when called before the first step)."""
+        with self.failsafe("save_scalar"):
+            arr = to_numpy_value(value)
+            wall = time.time() if timestamp is None else float(timestamp)
+            tag = SCALAR_PREFIX + name
+            if self.step < 0:
+                self._pending_scalars.append((tag, arr, wall))
+                return
+            if self.writes:
+                self._scalar_writer().add_tensor(tag, arr, wall)
+            if self._tb is not None:
+                self._tb.add_scalar(tag, float(np.asarray(arr).reshape(-1)[0]), self.step, self.mode)
+
+    def _scalar_writer(self) -> StepWriter:
+        if self._step_writer is None:
+            self._step_writer = StepWriter(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
+        return self._step_writer
+
+    def save_tensor(self, tensor_name: str, tensor_value, collections_to_write: str | Iterable[str] = "default") -> None:
+        """Save a value under `tensor_name` in every named collection (created if needed) that
+        saves the current step. smdebug kept only the last collection and crashed on new ones."""
+        with self.failsafe("save_tensor"):
+            names = [collections_to_write] if isinstance(collections_to_write, str) else list(collections_to_write)
+            if not self._prepared:
+                self._prepare_collections()
+            changed = False
+            for cname in names:
+                coll = self.collection_manager.get(cname, create_if_not_exists=True)
+                coll.add_tensor_name(tensor_name)
+                if coll.save_config is None or coll.reduction_config is None:
+                    changed = True
+                if cname not in self.include_collections:
+                    self.include_collections.append(cname)
+                    changed = True
+            if changed:
+                self._prepare_collections()
+                self._begin_saving_recheck()
+            plan = self.plan(tensor_name)
+            if plan is None:
+                return
+            arr = self._to_numpy(tensor_value)
+            self.write(plan, raw=arr, reductions=self._numpy_reductions(plan, arr), shape=arr.shape)
+
+    def _begin_saving_recheck(self) -> None:
+        mode, mode_step = self.mode, self.mode_step
+        self._saving = [
+            c for c in self._included
+            if c.save_config.should_save_step(mode, mode_step)
+            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
+        ]
+        self._saving_ids = {id(c) for c in self._saving}
+        if self._saving and self.writes and self._step_writer is None and self.step >= 0:
+            self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
+
+    def _to_numpy(self, value) -> np.ndarray:
+        """Adapters override to convert framework tensors (copying: values may change later)."""
+        return np.array(to_numpy_value(value), copy=True)
+
+    @staticmethod
+    def _numpy_reductions(plan: TensorPlan, arr: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
+        from smdebug_lite.hooks.numpy_reductions import compute
+
+        return {pair: compute(arr, *pair) for pair in plan.reductions}
+
+    # -- writer, collections file, TensorBoard ---------------------------------------------------
+
+    def _writer_for_step(self) -> TrialWriter:
+        if self._writer is None:
+            if not self._claim_out_dir():
+                self.writes = False
+                raise _SilentDisable()
+            self._writer = TrialWriter(self.out_dir, self.worker)
+        return self._writer
+
+    def _claim_out_dir(self) -> bool:
+        """Several processes that each believe they are the only worker must not interleave
+        files: the first to create claim.smd writes; a claim left by a dead process is taken over."""
+        if self.num_workers > 1 or is_s3_path(self.out_dir):
+            return True
+        os.makedirs(self.out_dir, exist_ok=True)
+        path = os.path.join(self.out_dir, CLAIM_FILE)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+                with os.fdopen(fd, "w") as f:
+                    f.write(str(os.getpid()))
+                self._claimed = True
+                return True
+            except FileExistsError:
+                try:
+                    owner = int(open(path).read().strip() or "0")
+                except (OSError, ValueError):
+                    owner = 0
+                if owner == os.getpid():
+                    return True
+                if owner and _pid_alive(owner):
+                    logger.warning("Another process (pid %d) is writing to %s; this process will "
+                                   "not save tensors there", owner, self.out_dir)
+                    return False
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        return False
+
+    def _collections_json(self) -> str:
+        n = self.num_workers if self.include_workers == "all" else 1
+        return self.collection_manager.export(None, num_workers=n)
+
+    def _maybe_export_collections(self) -> None:
+        """Write the collections file after the first saved step, and again whenever collections
+        learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
+        total = sum(len(c.tensor_names) for c in self.collection_manager.collections.values())
+        if total != self._exported_names and self._writer is not None:
+            self._exported_names = total
+            self._writer.write_collections(self._collections_json())
+
+    def _make_tb_writer(self):
+        from smdebug_lite.writer.tensorboard import TensorBoardWriter
+
+        return TensorBoardWriter(self.tensorboard_dir)
+
+    def _tb_record(self, plan: TensorPlan, raw: np.ndarray) -> None:
+        if plan.tb_scalar and raw.size == 1 and raw.dtype.kind in "biuf":
+            self._tb.add_scalar(plan.name, float(raw.reshape(-1)[0]), self.step, self.mode)
+        elif plan.histogram and raw.size and raw.dtype.kind in "iuf":
+            for c in plan.collections:
+                if c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
+                    self._tb.add_histogram(f"{c.name}/{plan.name}", raw, self.step, self.mode)
+
+    def _report_unmatched(self, first_only: bool) -> None:
+        for c in self._saving:
+            if c.name in self._matched or c.name in self._warned_unmatched or c.tensor_names:
+                continue
+            if c.name in (CollectionKeys.ALL, CollectionKeys.DEFAULT) and not c.include_regex:
+                continue
+            self._warned_unmatched.add(c.name)
+            logger.warning(
+                "Collection %r (regex %s) matched no tensor at step %d (%s); check its "
+                "include_regex or tensor names", c.name, c.include_regex or "none", self.step, self.mode.name)
+
+    # -- failure policy and shutdown ----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def failsafe(self, where: str) -> Iterator[None]:
+        """Run hook work so that no internal error reaches the training loop."""
+        if self.disabled:
+            yield
+            return
+        try:
+            yield
+        except _SilentDisable:
+            self.disabled = True
+        except Exception as e:
+            self.disable(where, e)
+
+    def disable(self, where: str, error: BaseException) -> None:
+        if self.disabled:
+            return
+        self.disabled = True
+        self._step_writer = None
+        logger.error(
+            "smdebug-lite hook failed in %s and is now disabled for the rest of this run; "
+            "training continues without saving tensors. Cause: %s: %s\n%s",
+            where, type(error).__name__, error, "".join(traceback.format_exception(error)))
+
+    def close(self) -> None:
+        """Write the last step, the collections file and the end marker; wait for uploads."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            if not self.disabled:
+                with self.failsafe("close"):
+                    self.end_step()
+                    self._report_unmatched(first_only=False)
+                    if self.writes and self.last_saved_step is None and not self.disabled:
+                        self._writer_for_step()  # an empty run still gets its collections file
+                    if self._writer is not None:
+                        self._exported_names = -1
+                        self._maybe_export_collections()
+            if self._writer is not None:
+                try:
+                    self._writer.close(mark_training_end=None if not self.disabled else False)
+                except Exception as e:
+                    logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
+            if self._tb is not None:
+                self._tb.close()
+        finally:
+            if self._claimed:
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(self.out_dir, CLAIM_FILE))
+            _live_hooks.discard(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class _SilentDisable(Exception):
+    """Another process owns the out_dir: stop saving without an error report."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+_live_hooks: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_live_hooks() -> None:
+    """The last step appears only once written: close every hook still open at exit."""
+    for hook in list(_live_hooks):
+        with contextlib.suppress(Exception):
+            hook.close()
+
+
+__all__ = ["HookCore", "TensorPlan", "reduction_tensor_name", "to_numpy_value"]

@@ -1,0 +1,38 @@
+"""Reductions of numpy arrays with the semantics the PyTorch hook saves them with.
+
+Used for values that are already numpy (save_tensor, XGBoost, TF fallbacks): variance and std
+are unbiased (ddof=1, as torch computes them) and l1/l2 norms are over the flattened array.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def compute(arr: np.ndarray, reduction: str, is_abs: bool) -> np.ndarray:
+    x = np.abs(arr) if is_abs else arr
+    if x.dtype.kind == "b":
+        x = x.astype(np.float32)
+    flat = x.reshape(-1)
+    if reduction == "min":
+        out = flat.min()
+    elif reduction == "max":
+        out = flat.max()
+    elif reduction == "mean":
+        out = flat.mean(dtype=np.float64).astype(x.dtype if x.dtype.kind == "f" else np.float64)
+    elif reduction == "sum":
+        out = flat.sum()
+    elif reduction == "prod":
+        out = flat.prod()
+    elif reduction == "variance":
+        out = flat.var(ddof=1) if flat.size > 1 else np.array(np.nan, dtype=np.float64)
+    elif reduction == "std":
+        out = flat.std(ddof=1) if flat.size > 1 else np.array(np.nan, dtype=np.float64)
+    elif reduction == "l1":
+        out = np.abs(flat).sum()
+    elif reduction == "l2":
+        out = np.sqrt(np.square(flat.astype(np.float64)).sum()).astype(
+            x.dtype if x.dtype.kind == "f" else np.float64)
+    else:
+        raise ValueError(f"reduction={reduction!r} is not supported")
+    return np.asarray(out)

@@ -1,0 +1,37 @@
+"""Training modes. Values are smdebug's: they are written into event files."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class ModeKeys(Enum):
+    TRAIN = 1
+    EVAL = 2
+    PREDICT = 3
+    GLOBAL = 4
+
+
+TRAIN = ModeKeys.TRAIN
+EVAL = ModeKeys.EVAL
+PREDICT = ModeKeys.PREDICT
+GLOBAL = ModeKeys.GLOBAL
+
+ALLOWED_MODES = (TRAIN, EVAL, PREDICT, GLOBAL)
+ALLOWED_MODE_NAMES = tuple(m.name for m in ALLOWED_MODES)
+MODE_BY_VALUE = {m.value: m for m in ALLOWED_MODES}
+
+
+def parse_mode(mode: object, argument: str = "mode") -> ModeKeys:
+    """Accept a ModeKeys, its name (any case) or its int value; anything else is a ValueError."""
+    from smdebug_lite.exceptions import SMDebugValueError
+
+    if isinstance(mode, ModeKeys):
+        return mode
+    if isinstance(mode, str) and mode.strip().upper() in ALLOWED_MODE_NAMES:
+        return ModeKeys[mode.strip().upper()]
+    if isinstance(mode, int) and not isinstance(mode, bool) and mode in MODE_BY_VALUE:
+        return MODE_BY_VALUE[mode]
+    raise SMDebugValueError(
+        f"{argument}={mode!r} is not a mode; expected one of {', '.join(ALLOWED_MODE_NAMES)}"
+    )

@@ -1,0 +1,48 @@
+"""The storage interface every reader and writer goes through."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+Chunks = Sequence["bytes | bytearray | memoryview"]
+
+
+def is_s3_path(path: str) -> bool:
+    return path.strip().lower().startswith("s3://")
+
+
+class Storage(ABC):
+    """A trial root. Keys are relative, '/'-separated (e.g. 'index/000000000/..._worker_0.json')."""
+
+    root: str
+
+    @abstractmethod
+    def write_atomic(self, rel: str, data: bytes | Chunks) -> None:
+        """Readers see either nothing or the whole file, never a part of it."""
+
+    @abstractmethod
+    def read(self, rel: str, start: int = 0, length: int | None = None) -> bytes:
+        """Bytes of a file, or of a range of it; FileNotFoundError if it does not exist."""
+
+    def read_many(self, rels: Sequence[str]) -> list[bytes]:
+        """Whole files; S3 overrides this to download concurrently."""
+        return [self.read(r) for r in rels]
+
+    @abstractmethod
+    def exists(self, rel: str) -> bool: ...
+
+    @abstractmethod
+    def list(self, rel_prefix: str, start_after: str | None = None) -> list[str]:
+        """Sorted relative keys of files under `rel_prefix`, only those after `start_after`."""
+
+    @abstractmethod
+    def delete(self, rel: str) -> None: ...
+
+    @abstractmethod
+    def uri(self, rel: str = "") -> str:
+        """Full path or URI of a key, for messages."""
+
+    @property
+    def is_local(self) -> bool:
+        return False

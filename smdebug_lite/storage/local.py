@@ -1,0 +1,79 @@
+"""Local-directory storage. Writes go to a unique `.tmp` sibling and are renamed into place."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+from smdebug_lite.storage.base import Chunks, Storage
+
+
+class LocalStorage(Storage):
+    def __init__(self, root: str) -> None:
+        self.root = os.path.abspath(os.path.expanduser(root))
+        self._made_dirs: set[str] = set()
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    def uri(self, rel: str = "") -> str:
+        return os.path.join(self.root, rel) if rel else self.root
+
+    def _ensure_dir(self, d: str) -> None:
+        if d not in self._made_dirs:
+            os.makedirs(d, exist_ok=True)
+            self._made_dirs.add(d)
+
+    def write_atomic(self, rel: str, data: bytes | Chunks) -> None:
+        final = os.path.join(self.root, rel)
+        self._ensure_dir(os.path.dirname(final))
+        # The .tmp suffix never matches the readers' *.json / *.tfevents patterns.
+        tmp = f"{final}.{uuid.uuid4().hex[:8]}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                if isinstance(data, (bytes, bytearray, memoryview)):
+                    f.write(data)
+                else:
+                    for chunk in data:
+                        f.write(chunk)
+            os.replace(tmp, final)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+    def read(self, rel: str, start: int = 0, length: int | None = None) -> bytes:
+        with open(os.path.join(self.root, rel), "rb") as f:
+            if start:
+                f.seek(start)
+            return f.read() if length is None else f.read(length)
+
+    def exists(self, rel: str) -> bool:
+        return os.path.exists(os.path.join(self.root, rel))
+
+    def list(self, rel_prefix: str, start_after: str | None = None) -> list[str]:
+        base = os.path.join(self.root, rel_prefix)
+        if not os.path.isdir(base):
+            return []
+        out = []
+        root_len = len(self.root) + 1
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = dirpath[root_len:].replace(os.sep, "/")
+            if start_after is not None:
+                # Prune whole directories that sort entirely before the token.
+                dirnames[:] = [d for d in dirnames if f"{rel_dir}/{d}/\uffff" > start_after]
+            for name in filenames:
+                key = f"{rel_dir}/{name}"
+                if start_after is None or key > start_after:
+                    out.append(key)
+        out.sort()
+        return out
+
+    def delete(self, rel: str) -> None:
+        try:
+            os.unlink(os.path.join(self.root, rel))
+        except FileNotFoundError:
+            pass

@@ -1,0 +1,76 @@
+"""Uploads staged files to S3 in the order they were finished, with retries.
+
+Order matters: an event file goes up before the index that points into it. Large files use
+multipart (boto3's transfer manager). A file that still fails after the retries is reported as
+an error, never dropped silently; staged copies are removed once uploaded.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+
+from smdebug_lite.logger import get_logger
+from smdebug_lite.storage.s3 import parse_s3_uri, s3_client
+
+logger = get_logger(__name__)
+_STOP = object()
+
+
+class S3Uploader:
+    def __init__(self, staging_dir: str, s3_uri: str, retries: int = 5) -> None:
+        self.staging_dir = staging_dir
+        self.bucket, self.prefix = parse_s3_uri(s3_uri)
+        self.retries = retries
+        self.error: BaseException | None = None
+        self.uploaded = 0
+        self._queue: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="smdebug-lite-s3-upload", daemon=True)
+        self._thread.start()
+
+    def enqueue(self, rel: str) -> None:
+        self._queue.put(rel)
+
+    def wait(self) -> None:
+        """Block until every enqueued file is uploaded (or has failed)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self.wait()
+        self._queue.put(_STOP)
+        self._thread.join(timeout=60)
+
+    def _run(self) -> None:
+        from boto3.s3.transfer import TransferConfig
+
+        config = TransferConfig(multipart_threshold=8 << 20, multipart_chunksize=8 << 20)
+        while True:
+            rel = self._queue.get()
+            try:
+                if rel is _STOP:
+                    return
+                self._upload(rel, config)
+            finally:
+                self._queue.task_done()
+
+    def _upload(self, rel: str, config) -> None:
+        local = os.path.join(self.staging_dir, rel)
+        key = self.prefix + rel
+        for attempt in range(1, self.retries + 1):
+            try:
+                s3_client().upload_file(local, self.bucket, key, Config=config)
+                self.uploaded += 1
+                os.unlink(local)
+                return
+            except Exception as e:
+                if attempt == self.retries:
+                    self.error = e
+                    logger.error("Upload of %s to s3://%s/%s failed after %d attempts: %s",
+                                 local, self.bucket, key, attempt, e)
+                    return
+                delay = min(8.0, 0.25 * 2**attempt)
+                logger.warning("Upload of s3://%s/%s failed (%s); retrying in %.1fs",
+                               self.bucket, key, e, delay)
+                time.sleep(delay)

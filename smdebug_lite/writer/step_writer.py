@@ -1,0 +1,75 @@
+"""One saved step of one worker: collects tensors and shapes, then encodes both files at once."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from smdebug_lite.format.index_file import IndexDocument, ShapeEntry, TensorEntry
+from smdebug_lite.format.locations import event_file_name, index_file_name
+from smdebug_lite.format.tensor_codec import encode_tensor_record
+from smdebug_lite.modes import ModeKeys
+
+
+class StepWriter:
+    """Buffers a step in memory; encoding happens later, off the training thread.
+
+    The index file's meta holds a single mode for the whole file, which is why a step writer
+    belongs to exactly one (step, mode, mode_step).
+    """
+
+    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "nbytes")
+
+    def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int) -> None:
+        self.step = step
+        self.worker = worker
+        self.mode = mode
+        self.mode_step = mode_step
+        self._tensors: list[tuple[str, np.ndarray, float]] = []
+        self._shapes: list[ShapeEntry] = []
+        self.nbytes = 0
+
+    def add_tensor(self, name: str, value: np.ndarray, wall_time: float | None = None) -> None:
+        """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""
+        self._tensors.append((name, value, time.time() if wall_time is None else wall_time))
+        self.nbytes += getattr(value, "nbytes", 0)
+
+    def add_shape(self, name: str, shape: tuple[int, ...], original_name: str | None = None) -> None:
+        self._shapes.append(ShapeEntry(name, original_name or name, tuple(int(d) for d in shape)))
+
+    def __len__(self) -> int:
+        return len(self._tensors) + len(self._shapes)
+
+    @property
+    def tensor_names(self) -> list[str]:
+        return [t[0] for t in self._tensors]
+
+    @property
+    def event_file_name(self) -> str:
+        return event_file_name(self.step, self.worker)
+
+    @property
+    def index_file_name(self) -> str:
+        return index_file_name(self.step, self.worker)
+
+    def encode(self, base_offset: int = 0) -> tuple[list, IndexDocument]:
+        """(event file chunks, index document); offsets start at `base_offset` (for appends)."""
+        chunks: list = []
+        entries: list[TensorEntry] = []
+        offset = base_offset
+        mode_value = self.mode.value
+        for name, value, wall_time in self._tensors:
+            rec = encode_tensor_record(name, value, self.step, mode_value, self.mode_step, wall_time)
+            chunks.extend(rec.chunks)
+            entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
+                                       rec.shape, rec.content_offset, rec.orig_dtype))
+            offset += rec.length
+        # A shape entry beside the raw tensor of the same name makes smdebug 1.0.34 lose the
+        # value (its index merge replaces the location with the shape); the raw tensor's entry
+        # records the shape anyway, so the shape entry is only written on its own.
+        raw = {e.name for e in entries}
+        shapes = [s for s in self._shapes if s.name not in raw]
+        doc = IndexDocument(self.step, self.worker, self.mode, self.mode_step,
+                            self.event_file_name, entries, shapes)
+        return chunks, doc

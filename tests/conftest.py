@@ -1,0 +1,75 @@
+"""Shared fixtures: a real S3 endpoint (moto's HTTP server on 127.0.0.1) and paths to test data."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+DATA_DIR = Path(__file__).parent / "data"
+GOLDEN_DIR = DATA_DIR / "golden"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class S3Endpoint:
+    """A running moto server plus the environment a client (or a subprocess) needs to reach it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.env = {
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ENDPOINT_URL_S3": url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": "us-east-1",
+        }
+
+    def client(self, service: str = "s3"):
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.url, region_name="us-east-1",
+                            aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def new_bucket(self) -> str:
+        name = f"test-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    """Start moto's real HTTP server once per test session and point boto3 at it via env vars."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = S3Endpoint(f"http://127.0.0.1:{port}")
+    saved = {k: os.environ.get(k) for k in endpoint.env}
+    os.environ.update(endpoint.env)
+    try:
+        yield endpoint
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: S3Endpoint) -> str:
+    """A fresh, empty bucket on the session's S3 endpoint."""
+    return s3_endpoint.new_bucket()
