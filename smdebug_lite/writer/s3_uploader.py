@@ -58,6 +58,10 @@ class S3Uploader:
     def _upload(self, rel: str, config) -> None:
         local = os.path.join(self.staging_dir, rel)
         key = self.prefix + rel
+        if self.error is not None:
+            # Stop at the first failure: an index must never arrive without its event file.
+            # What is not uploaded stays staged, so nothing saved is lost.
+            return
         for attempt in range(1, self.retries + 1):
             try:
                 s3_client().upload_file(local, self.bucket, key, Config=config)
@@ -66,9 +70,10 @@ class S3Uploader:
                 return
             except Exception as e:
                 if attempt == self.retries:
-                    self.error = e
-                    logger.error("Upload of %s to s3://%s/%s failed after %d attempts: %s",
-                                 local, self.bucket, key, attempt, e)
+                    self.error = RuntimeError(
+                        f"upload of {local} to s3://{self.bucket}/{key} failed after {attempt} "
+                        f"attempts ({e}); files not yet uploaded are kept in {self.staging_dir}")
+                    logger.error("%s", self.error)
                     return
                 delay = min(8.0, 0.25 * 2**attempt)
                 logger.warning("Upload of s3://%s/%s failed (%s); retrying in %.1fs",

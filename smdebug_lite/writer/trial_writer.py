@@ -100,6 +100,8 @@ class TrialWriter:
                 break
         if self.uploader is not None:
             self.uploader.wait()
+            if self.uploader.error is not None and self.error is None:
+                self.error = self.uploader.error
         self._raise_if_failed()
 
     def close(self, mark_training_end: bool | None = None) -> None:
@@ -112,14 +114,14 @@ class TrialWriter:
         finally:
             self._queue.put((_STOP, None, 0))
             self._thread.join(timeout=600)
-        if mark_training_end is None:
-            mark_training_end = not on_sagemaker()
-        if mark_training_end and self.error is None:
-            self.target.write_atomic(END_OF_JOB_FILE, b"")
         if self.uploader is not None:
             self.uploader.close()
             if self.uploader.error is not None and self.error is None:
                 self.error = self.uploader.error
+        if mark_training_end is None:
+            mark_training_end = not on_sagemaker()
+        if mark_training_end and self.error is None:
+            self.target.write_atomic(END_OF_JOB_FILE, b"")
         if self.total_wait_s > 0:
             logger.info("Writer waits slowed training by %.2fs in total", self.total_wait_s)
         self._raise_if_failed()

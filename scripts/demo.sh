@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The main job: train with hooks from a DebugHookConfig, evaluate rules with the rule runner,
+# print the rule statuses. No AWS, no network.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh torch
+exec "${VENV:-.venv}/bin/python" demo/run_demo.py "$@"
