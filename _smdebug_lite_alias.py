@@ -29,16 +29,24 @@ class _AliasLoader(importlib.abc.Loader):
 
 
 class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
-    """Serves ``smdebug[.x.y]`` from ``smdebug_lite[.x.y]`` unless a real smdebug exists."""
+    """Serves ``smdebug[.x.y]`` from ``smdebug_lite[.x.y]`` unless a real smdebug exists.
+
+    It sits first on ``sys.meta_path``: once ``smdebug`` is the alias, the normal path finder
+    would otherwise load ``smdebug.exceptions`` a second time from smdebug_lite's directory,
+    giving duplicate classes that ``except`` clauses would not match.
+    """
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != _ALIAS and not fullname.startswith(_ALIAS + "."):
-            return None
-        if self._real_smdebug_available():
+        if fullname == _ALIAS:
+            if self._real_smdebug_available():
+                return None
+        elif fullname.startswith(_ALIAS + "."):
+            parent = sys.modules.get(_ALIAS)
+            if parent is None or parent is not sys.modules.get(_TARGET):
+                return None
+        else:
             return None
         target_name = _TARGET + fullname[len(_ALIAS) :]
-        if importlib.util.find_spec(target_name.split(".")[0]) is None:
-            return None
         try:
             if importlib.util.find_spec(target_name) is None:
                 return None
@@ -65,5 +73,5 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
 def install() -> None:
     """Register the finder once (idempotent); called from the .pth file and from tests."""
     if not any(isinstance(f, SmdebugAliasFinder) for f in sys.meta_path):
-        sys.meta_path.append(SmdebugAliasFinder())
+        sys.meta_path.insert(0, SmdebugAliasFinder())
 

@@ -143,10 +143,13 @@ def test_committed_generated_proto_matches_the_proto_file(tmp_path):
 def test_smdebug_import_name_resolves_to_smdebug_lite():
     code = (
         "import _smdebug_lite_alias; _smdebug_lite_alias.install()\n"
-        "import smdebug, smdebug.modes, smdebug_lite\n"
+        "import sys, smdebug, smdebug.modes, smdebug_lite\n"
         "from smdebug.exceptions import TensorUnavailable\n"
         "assert smdebug is smdebug_lite, smdebug\n"
         "assert smdebug.modes.TRAIN is smdebug_lite.modes.TRAIN\n"
+        "import smdebug_lite.exceptions\n"
+        "assert TensorUnavailable is smdebug_lite.exceptions.TensorUnavailable\n"
+        "assert sys.modules['smdebug.exceptions'] is smdebug_lite.exceptions\n"
         "print('ok')\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO))
