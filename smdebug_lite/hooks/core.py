@@ -210,6 +210,8 @@ class HookCore:
                 coll.save_config.merge_default_save_config(
                     self.save_config, SaveConfigMode(save_interval=self.default_save_interval)
                 )
+            if coll.name in NON_HISTOGRAM_COLLECTIONS:
+                coll.save_histogram = False
             if coll.name in SCALAR_COLLECTIONS:
                 coll.reduction_config = ReductionConfig(save_raw_tensor=True)
             elif coll.reduction_config is None:

@@ -1,0 +1,26 @@
+"""smdebug-lite: a drop-in successor to Amazon SageMaker Debugger's smdebug library."""
+
+from __future__ import annotations
+
+from smdebug_lite import modes
+from smdebug_lite._version import __version__
+
+# --- BEGIN config exports (owned by smdebug_lite/config; edit only inside this block) ---
+from smdebug_lite.config import Collection as Collection
+from smdebug_lite.config import CollectionKeys as CollectionKeys
+from smdebug_lite.config import CollectionManager as CollectionManager
+from smdebug_lite.config import ReductionConfig as ReductionConfig
+from smdebug_lite.config import SaveConfig as SaveConfig
+from smdebug_lite.config import SaveConfigMode as SaveConfigMode
+
+_CONFIG_EXPORTS = [
+    "Collection",
+    "CollectionKeys",
+    "CollectionManager",
+    "ReductionConfig",
+    "SaveConfig",
+    "SaveConfigMode",
+]
+# --- END config exports ---
+
+__all__ = ["__version__", "modes", *_CONFIG_EXPORTS]

@@ -1,0 +1,363 @@
+"""When to save: per-mode step schedules, with smdebug's semantics and collections-file JSON form.
+
+Rules (smdebug 1.0.x, spec section 5.1/5.2):
+
+* a step is saved if it is listed in ``save_steps`` OR (``start_step <= step < end_step`` and
+  ``step % save_interval == 0``); ``save_steps`` therefore adds steps, it never replaces the
+  interval rule, and it is not limited by start/end;
+* ``end_step`` is exclusive and ``end_step=0`` turns the interval rule off;
+* ``start_step`` does not shift the modulo (start 150, interval 100 saves 200, 300, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.modes import ALLOWED_MODE_NAMES, ALLOWED_MODES, ModeKeys, parse_mode
+
+DEFAULT_SAVE_INTERVAL = 500
+DEFAULT_START_STEP = 0
+DEFAULT_END_STEP: int | None = None
+SAVE_CONFIG_MODE_KEYS = ("save_interval", "save_steps", "start_step", "end_step")
+
+
+def parse_int(value: Any, argument: str) -> int:
+    """Integer from an int, a numpy integer or a decimal string (hook JSON carries strings).
+
+    bools and floats are refused: ``True`` or ``1.5`` as a step is a mistake, not a number.
+    """
+    if isinstance(value, bool):
+        raise SMDebugValueError(f"{argument}={value!r} must be an integer, not a bool")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return int(text, 10)
+        except ValueError:
+            raise SMDebugValueError(f"{argument}={value!r} must be an integer") from None
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise SMDebugValueError(f"{argument}={value!r} must be an integer") from None
+
+
+def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
+    """A list of non-negative step numbers from a list/tuple/set/range or a comma string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        items: Iterable[Any] = [p for p in (s.strip() for s in value.split(",")) if p]
+    elif isinstance(value, (list, tuple, set, frozenset, range)):
+        items = sorted(value) if isinstance(value, (set, frozenset)) else value
+    else:
+        raise SMDebugValueError(
+            f"{argument}={value!r} must be a list of integers (or a comma-separated string)"
+        )
+    steps: list[int] = []
+    for item in items:
+        try:
+            step = parse_int(item, argument)
+        except SMDebugValueError:
+            raise SMDebugValueError(
+                f"{argument}={value!r} contains {item!r}, which is not an integer step"
+            ) from None
+        if step < 0:
+            raise SMDebugValueError(f"{argument}={value!r} contains the negative step {step}")
+        steps.append(step)
+    return steps
+
+
+class SaveConfigMode:
+    """The save schedule of one mode. Attributes are plain, as in smdebug."""
+
+    def __init__(
+        self,
+        save_interval: int | str | None = None,
+        start_step: int | str | None = None,
+        end_step: int | str | None = None,
+        save_steps: Iterable[int | str] | str | None = None,
+    ) -> None:
+        interval = (
+            DEFAULT_SAVE_INTERVAL
+            if save_interval is None
+            else parse_int(save_interval, "save_interval")
+        )
+        if interval <= 0:
+            raise SMDebugValueError(f"save_interval={save_interval!r} must be a positive integer")
+        start = DEFAULT_START_STEP if start_step is None else parse_int(start_step, "start_step")
+        if start < 0:
+            raise SMDebugValueError(f"start_step={start_step!r} must not be negative")
+        end = None if end_step is None else parse_int(end_step, "end_step")
+        if end is not None:
+            if end < 0:
+                raise SMDebugValueError(f"end_step={end_step!r} must not be negative")
+            if start > end:
+                raise SMDebugValueError(
+                    f"start_step={start} must not be greater than end_step={end}"
+                )
+        self.save_interval: int = interval
+        self.start_step: int = start
+        self.end_step: int | None = end
+        self.save_steps: list[int] = parse_steps(save_steps)
+
+    def should_save_step(self, step: int) -> bool:
+        if self.save_steps and step in self.save_steps:
+            return True
+        if step < self.start_step:
+            return False
+        if self.end_step is not None and step >= self.end_step:
+            return False
+        return step % self.save_interval == 0
+
+    def to_json_dict(self) -> dict[str, Any]:
+        # Key order is the one smdebug writes in collections files.
+        return {
+            "save_interval": self.save_interval,
+            "save_steps": list(self.save_steps),
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+        }
+
+    @classmethod
+    def from_dict(
+        cls, params: Mapping[str, Any], default_values: Mapping[str, Any] | None = None
+    ) -> SaveConfigMode:
+        """Build from JSON-like keys; ``default_values`` fills keys that ``params`` lacks."""
+        merged: dict[str, Any] = {}
+        for label, source in (("default_values", default_values), ("save config", params)):
+            if source is None:
+                continue
+            if not isinstance(source, Mapping):
+                raise SMDebugValueError(f"{label}={source!r} must be a dict")
+            for key, value in source.items():
+                if key not in SAVE_CONFIG_MODE_KEYS:
+                    raise SMDebugValueError(
+                        f"{label} has the unknown key {key!r} (value {value!r}); "
+                        f"allowed keys: {', '.join(SAVE_CONFIG_MODE_KEYS)}"
+                    )
+                merged[key] = value
+        return cls(**merged)
+
+    def copy(self) -> SaveConfigMode:
+        return SaveConfigMode(self.save_interval, self.start_step, self.end_step, self.save_steps)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaveConfigMode):
+            return NotImplemented
+        return (
+            self.save_interval == other.save_interval
+            and self.start_step == other.start_step
+            and self.end_step == other.end_step
+            and list(self.save_steps) == list(other.save_steps)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, like smdebug's
+
+    def __repr__(self) -> str:
+        return (
+            f"SaveConfigMode(save_interval={self.save_interval}, start_step={self.start_step}, "
+            f"end_step={self.end_step}, save_steps={self.save_steps})"
+        )
+
+
+def _mode_key(key: Any) -> ModeKeys | None:
+    """The mode a dict key names, or None when it is not a mode."""
+    if isinstance(key, ModeKeys):
+        return key
+    if isinstance(key, str) and key.strip().upper() in ALLOWED_MODE_NAMES:
+        return ModeKeys[key.strip().upper()]
+    if isinstance(key, int) and not isinstance(key, bool):
+        try:
+            return parse_mode(key)
+        except SMDebugValueError:
+            return None
+    return None
+
+
+def _as_mode_config(
+    value: Any, mode: ModeKeys, default_values: Mapping[str, Any] | None = None
+) -> SaveConfigMode | None:
+    if value is None or isinstance(value, SaveConfigMode):
+        return value
+    if isinstance(value, Mapping):
+        return SaveConfigMode.from_dict(value, default_values)
+    raise SMDebugValueError(
+        f"mode_save_configs[{mode.name}]={value!r} must be a SaveConfigMode, a dict or None"
+    )
+
+
+class SaveConfig:
+    """One SaveConfigMode (or None, meaning "inherit") per mode.
+
+    ``SaveConfig(save_interval=...)`` gives every mode the same schedule.
+    ``SaveConfig({modes.TRAIN: SaveConfigMode(...)})`` leaves the other modes None so that a
+    collection can inherit them from the hook (``merge_default_save_config``). Unlike smdebug, a
+    None mode is never an error: ``get_save_config`` answers with the default schedule, as the
+    user docs promise. Passing generic arguments together with ``mode_save_configs`` fills the
+    modes not listed with those arguments.
+    """
+
+    def __init__(
+        self,
+        mode_save_configs: Mapping[Any, SaveConfigMode | Mapping[str, Any] | None] | None = None,
+        save_interval: int | str | None = None,
+        start_step: int | str | None = None,
+        end_step: int | str | None = None,
+        save_steps: Iterable[int | str] | str | None = None,
+    ) -> None:
+        generic = (save_interval, start_step, end_step, save_steps)
+        self.mode_save_configs: dict[ModeKeys, SaveConfigMode | None]
+        if mode_save_configs is None:
+            self.mode_save_configs = {m: SaveConfigMode(*generic) for m in ALLOWED_MODES}
+            return
+        if not isinstance(mode_save_configs, Mapping):
+            raise SMDebugValueError(
+                f"mode_save_configs={mode_save_configs!r} must be a dict of mode -> SaveConfigMode"
+            )
+        given: dict[ModeKeys, SaveConfigMode | None] = {}
+        for key, value in mode_save_configs.items():
+            mode = parse_mode(key, argument="mode_save_configs key")
+            given[mode] = _as_mode_config(value, mode)
+        fill_generic = any(v is not None for v in generic)
+        self.mode_save_configs = {
+            m: given[m] if m in given else (SaveConfigMode(*generic) if fill_generic else None)
+            for m in ALLOWED_MODES
+        }
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def get_save_config(self, mode: Any) -> SaveConfigMode:
+        """The schedule for ``mode``; a mode left None gets the default schedule."""
+        cfg = self.mode_save_configs[parse_mode(mode)]
+        return cfg if cfg is not None else SaveConfigMode()
+
+    def get_mode_config(self, mode: Any) -> SaveConfigMode | None:
+        """The schedule exactly as configured (None = not set, to be inherited)."""
+        return self.mode_save_configs[parse_mode(mode)]
+
+    def set_save_config(self, mode: Any, save_config_mode: SaveConfigMode | None) -> None:
+        m = parse_mode(mode)
+        self.mode_save_configs[m] = _as_mode_config(save_config_mode, m)
+
+    def missing_modes(self) -> list[ModeKeys]:
+        return [m for m, cfg in self.mode_save_configs.items() if cfg is None]
+
+    def is_complete(self) -> bool:
+        return not self.missing_modes()
+
+    def should_save_step(self, mode: Any, step: int) -> bool:
+        return self.get_save_config(mode).should_save_step(step)
+
+    # -- merging ----------------------------------------------------------------------------
+
+    def merge_default_save_config(
+        self,
+        default: SaveConfig | SaveConfigMode | None,
+        fallback: SaveConfigMode | None = None,
+    ) -> None:
+        """Fill the None modes in place from ``default`` (a collection inheriting from the hook).
+
+        Where ``default`` has no schedule for a mode either, ``fallback`` (or the 500-step
+        default) is used, so the result is always complete.
+        """
+        for mode in ALLOWED_MODES:
+            if self.mode_save_configs[mode] is not None:
+                continue
+            source: SaveConfigMode | None
+            if isinstance(default, SaveConfig):
+                source = default.mode_save_configs[mode]
+            elif isinstance(default, SaveConfigMode) or default is None:
+                source = default
+            else:
+                raise SMDebugValueError(
+                    f"default={default!r} must be a SaveConfig, a SaveConfigMode or None"
+                )
+            if source is None:
+                source = fallback.copy() if fallback is not None else SaveConfigMode()
+            self.mode_save_configs[mode] = source
+
+    def copy(self) -> SaveConfig:
+        return SaveConfig(
+            {m: (c.copy() if c is not None else None) for m, c in self.mode_save_configs.items()}
+        )
+
+    # -- (de)serialisation ------------------------------------------------------------------
+
+    def to_json_dict(self) -> dict[str, dict[str, Any] | None]:
+        return {
+            m.name: (cfg.to_json_dict() if cfg is not None else None)
+            for m, cfg in self.mode_save_configs.items()
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_json_dict())
+
+    @classmethod
+    def from_dict(
+        cls, params: Mapping[Any, Any], default_values: Mapping[str, Any] | None = None
+    ) -> SaveConfig:
+        """Accept the collections-file form (mode name -> dict|null; ModeKeys keys also work)
+        or a flat SaveConfigMode dict such as ``{"save_interval": 10}`` for all modes."""
+        if isinstance(params, SaveConfig):
+            return params
+        if not isinstance(params, Mapping):
+            raise SMDebugValueError(f"save_config={params!r} must be a dict")
+        keys = list(params)
+        if keys and all(isinstance(k, str) and k in SAVE_CONFIG_MODE_KEYS for k in keys):
+            mode_cfg = SaveConfigMode.from_dict(params, default_values)
+            return cls({m: mode_cfg.copy() for m in ALLOWED_MODES})
+        modes: dict[ModeKeys, SaveConfigMode | None] = {}
+        for key, value in params.items():
+            mode = _mode_key(key)
+            if mode is None:
+                raise SMDebugValueError(
+                    f"save_config has the unknown key {key!r} (value {value!r}); expected mode "
+                    f"names ({', '.join(ALLOWED_MODE_NAMES)}) or the keys "
+                    f"{', '.join(SAVE_CONFIG_MODE_KEYS)}"
+                )
+            modes[mode] = _as_mode_config(value, mode, default_values)
+        return cls(modes)
+
+    @classmethod
+    def from_json(cls, json_str: str) -> SaveConfig:
+        return cls.from_dict(json.loads(json_str))
+
+    @classmethod
+    def from_save_config_mode(cls, save_config_mode: SaveConfigMode) -> SaveConfig:
+        return cls({m: save_config_mode.copy() for m in ALLOWED_MODES})
+
+    @classmethod
+    def parse(cls, obj: Any) -> SaveConfig:
+        """Normalise what users pass as a save_config: None, SaveConfig, SaveConfigMode or dict."""
+        if obj is None:
+            return cls()
+        if isinstance(obj, SaveConfig):
+            return obj
+        if isinstance(obj, SaveConfigMode):
+            return cls.from_save_config_mode(obj)
+        if isinstance(obj, Mapping):
+            return cls.from_dict(obj)
+        raise SMDebugValueError(
+            f"save_config={obj!r} must be a SaveConfig, a SaveConfigMode, a dict or None"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SaveConfig):
+            return NotImplemented
+        return self.mode_save_configs == other.mode_save_configs
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        cfgs = list(self.mode_save_configs.values())
+        first = cfgs[0]
+        if first is not None and all(c == first for c in cfgs):
+            return (
+                f"SaveConfig(save_interval={first.save_interval}, start_step={first.start_step}, "
+                f"end_step={first.end_step}, save_steps={first.save_steps})"
+            )
+        inner = ", ".join(f"modes.{m.name}: {c!r}" for m, c in self.mode_save_configs.items())
+        return f"SaveConfig(mode_save_configs={{{inner}}})"
