@@ -205,7 +205,8 @@ def test_ints_and_bools_as_json_values():
 @pytest.mark.parametrize(
     ("params", "expected"),
     [
-        ({"save_shape": "true"}, ReductionConfig(save_shape=True)),
+        ({"save_shape": "true"}, ReductionConfig(save_shape=True, save_raw_tensor=True)),
+        ({"save_shape": "true", "save_raw_tensor": "false"}, ReductionConfig(save_shape=True)),
         ({"save_raw_tensor": "True"}, ReductionConfig(save_raw_tensor=True)),
         (
             {"save_shape": "TRUE", "save_raw_tensor": "1"},

@@ -285,9 +285,12 @@ class _Ctx:
                         f"{item!r} is not one",
                     ) from None
             kwargs = parse_reductions_string(items)
+        # Without reductions, flags only add to the default (raw tensors saved): asking for
+        # shapes must not silently drop the values. With reductions, raw defaults to off.
+        raw_default = params.get("reductions") is None
         return ReductionConfig(
             **kwargs,
-            save_raw_tensor=self.bool(params, "save_raw_tensor", False),
+            save_raw_tensor=self.bool(params, "save_raw_tensor", raw_default),
             save_shape=self.bool(params, "save_shape", False),
         )
 
