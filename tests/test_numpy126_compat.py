@@ -1,6 +1,7 @@
-"""The format, writer and config layers also work on numpy 1.26 (the oldest numpy we support).
+"""The format and config layers also work on numpy 1.26 (the oldest numpy we support) and on
+protobuf 7 (the main test venv has protobuf 6, which the SageMaker SDK test dependency needs).
 
-Builds a small side venv once (numpy 1.26.4, current protobuf) and runs those test modules in it.
+Builds a small side venv once (numpy 1.26.4, protobuf 7.x) and runs those test modules in it.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ MODULES = ["tests/test_tensor_codec.py", "tests/test_format_golden.py", "tests/t
 def _venv_python() -> str:
     py = VENV / "bin" / "python"
     ok = py.exists() and subprocess.run(
-        [str(py), "-c", "import numpy, pytest, crc32c, ml_dtypes, google.protobuf; "
-         "assert numpy.__version__ == '1.26.4'"], capture_output=True).returncode == 0
+        [str(py), "-c", "import numpy, pytest, crc32c, ml_dtypes, google.protobuf as p; "
+         "assert numpy.__version__ == '1.26.4' and p.__version__.startswith('7.')"],
+        capture_output=True).returncode == 0
     if not ok:
         subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
         proc = subprocess.run(
-            [str(py), "-m", "pip", "install", "-q", "numpy==1.26.4", "protobuf>=7.35", "boto3",
+            [str(py), "-m", "pip", "install", "-q", "numpy==1.26.4", "protobuf>=7.35,<8", "boto3",
              "crc32c", "ml_dtypes>=0.5", "pytest", "pytest-timeout"],
             capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
