@@ -1,0 +1,148 @@
+"""Command line of the rule evaluator: ``smdebug-rule-runner`` / ``python -m rule_runner``.
+
+In the container no flags are needed: RuleParameters arrive as environment variables and
+``/opt/ml/config/processingjobconfig.json``. Flags exist for local runs and override both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+
+from rule_runner import EXIT_ERROR
+from rule_runner.params import (
+    ACTION_JSON,
+    BASE_TRIAL,
+    END_STEP,
+    OPT_ML_ENV,
+    OUTPUT_DIR_ENV,
+    RULE_CONFIGURATION_NAME,
+    RULE_TO_INVOKE,
+    SOURCE,
+    START_STEP,
+    TRIAL_TIMEOUT_ENV,
+    ConfigError,
+    build_config,
+)
+
+WAIT_LOG_ENV = "SM_RULE_WAIT_LOG_S"  # how often to log "waiting for data" (default 30 s)
+
+_EPILOG = f"""\
+environment (RuleParameters): {RULE_TO_INVOKE}, {SOURCE}, {BASE_TRIAL}, other_trial_<N>,
+other_trials, {START_STEP}, {END_STEP}, {ACTION_JSON}, and any parameter named in the rule's
+constructor. Also: {OPT_ML_ENV} (root instead of /opt/ml), {OUTPUT_DIR_ENV},
+{TRIAL_TIMEOUT_ENV}, {WAIT_LOG_ENV}, RULE_CONFIGURATION_NAME.
+
+exit codes: 0 NoIssuesFound, 1 IssuesFound, 2 Error, 128+signal Stopped (143 for SIGTERM).
+"""
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="smdebug-rule-runner",
+        description="Evaluate one SageMaker Debugger rule on a trial, as a rule-evaluator "
+                    "container does.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--rule-to-invoke", "--rule", dest=RULE_TO_INVOKE, metavar="CLASS",
+                   help="rule class name (a built-in rule unless --source is given)")
+    p.add_argument("--source", dest=SOURCE, metavar="URI",
+                   help="custom rule code: .py or .tar.gz, s3:// URI or local path")
+    p.add_argument("--base-trial", dest=BASE_TRIAL, metavar="URI",
+                   help="trial to evaluate (s3:// URI or path); default: the mounted "
+                        "<opt-ml>/processing/input/tensors")
+    p.add_argument("--other-trial", dest="other_trial", action="append", default=[],
+                   metavar="URI", help="another trial, for rules comparing runs (repeatable)")
+    p.add_argument("--start-step", dest=START_STEP, metavar="N")
+    p.add_argument("--end-step", dest=END_STEP, metavar="N", help="exclusive")
+    p.add_argument("--action-json", dest=ACTION_JSON, metavar="JSON")
+    p.add_argument("--param", "-p", dest="params", action="append", default=[],
+                   type=_key_value, metavar="KEY=VALUE", help="a rule parameter (repeatable)")
+    p.add_argument("--rule-configuration-name", "--name", dest=RULE_CONFIGURATION_NAME,
+                   metavar="NAME", help="names the status file; default: the rule class")
+    p.add_argument("--opt-ml", metavar="DIR", help=f"root instead of /opt/ml (env {OPT_ML_ENV})")
+    p.add_argument("--output-dir", metavar="DIR",
+                   help="status JSON folder; default <opt-ml>/processing/output/rule")
+    p.add_argument("--trial-timeout", type=float, metavar="SECONDS",
+                   help=f"give up when no data appears (env {TRIAL_TIMEOUT_ENV})")
+    p.add_argument("--stop-grace", type=float, default=5.0, metavar="SECONDS",
+                   help="after SIGTERM, how long to wait for the current step (default 5)")
+    p.add_argument("--log-level", default=os.environ.get("SMDEBUG_LOG_LEVEL", "info"),
+                   help="debug, info, warning, error (default: SMDEBUG_LOG_LEVEL or info)")
+    return p.parse_args(argv)
+
+
+def _setup_logging(level: str) -> None:
+    logger = logging.getLogger("rule_runner")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter(
+            "[%(asctime)s.%(msecs)03d rule_runner %(levelname)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(getattr(logging, level.strip().upper(), logging.INFO))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one rule job and return its exit code (see `rule_runner` for the codes)."""
+    from rule_runner.runner import make_report, run_job
+    from rule_runner.source import ensure_smdebug_alias
+    from rule_runner.status import Outcome
+
+    args = parse_args(argv)
+    _setup_logging(args.log_level)
+    ensure_smdebug_alias()
+    log = logging.getLogger("rule_runner")
+    cli = {k: getattr(args, k) for k in (RULE_TO_INVOKE, SOURCE, BASE_TRIAL, START_STEP,
+                                         END_STEP, ACTION_JSON, RULE_CONFIGURATION_NAME)}
+    for i, trial in enumerate(args.other_trial):
+        cli[f"other_trial_{i}"] = trial
+    cli.update(dict(args.params))
+    try:
+        cfg = build_config(cli_params=cli, opt_ml=args.opt_ml, output_dir=args.output_dir,
+                           trial_timeout=args.trial_timeout)
+    except ConfigError as e:
+        # Still report through the files SageMaker reads, at the default locations.
+        log.error("%s", e)
+        try:
+            cfg = build_config(environ={k: v for k, v in os.environ.items()
+                                        if k in (OPT_ML_ENV, OUTPUT_DIR_ENV)
+                                        or k.lower() == RULE_CONFIGURATION_NAME.replace("_", "")
+                                        or k in (RULE_CONFIGURATION_NAME, RULE_TO_INVOKE,
+                                                 "RULE_CONFIGURATION_NAME")},
+                               cli_params={RULE_TO_INVOKE: cli.get(RULE_TO_INVOKE),
+                                           RULE_CONFIGURATION_NAME: cli.get(RULE_CONFIGURATION_NAME)},
+                               opt_ml=args.opt_ml, output_dir=args.output_dir)
+            make_report(cfg).write_final(Outcome.error(str(e), e))
+        except (ConfigError, OSError) as e2:
+            log.error("cannot write the status files: %s", e2)
+        return EXIT_ERROR
+    log.info("Rule job configuration: %s", cfg.summary())
+    try:
+        wait_log_s = float(os.environ.get(WAIT_LOG_ENV) or 30.0)
+    except ValueError:
+        wait_log_s = 30.0
+    outcome, _ = run_job(cfg, stop_grace_s=args.stop_grace, wait_log_s=wait_log_s)
+    if any(t.name == "rule-job" and t.is_alive() for t in threading.enumerate()):
+        # The worker is stuck in a blocking call; don't let interpreter shutdown wait on it.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(outcome.exit_code)
+    return outcome.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
