@@ -1,0 +1,86 @@
+"""Rules about gradient and tensor magnitudes: VanishingGradient, ExplodingTensor."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from smdebug_lite.exceptions import TensorUnavailableForStep
+from smdebug_lite.rules.builtin._common import BuiltinRule, TensorSelection
+from smdebug_lite.rules.params import parse_bool, parse_float, parse_regex_list, parse_str_list
+
+
+class VanishingGradient(BuiltinRule):
+    """Fires when the mean absolute value of any gradient falls below `threshold`.
+
+    Parameters: ``threshold`` (float, default 1e-7).
+    Collections: ``gradients`` (raw tensors, or at least the ``abs_mean`` reduction).
+    """
+
+    def __init__(self, base_trial: Any, threshold: str = "0.0000001",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        self.threshold = parse_float(self.rule_name, "threshold", threshold, min_value=0.0)
+        self.set_params(threshold=self.threshold)
+        self.selection = TensorSelection(collections=["gradients"])
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selection.names_at(self.raw_base, step):
+            try:
+                abs_mean = self.reduction(name, step, "mean", abs=True)
+            except TensorUnavailableForStep:
+                continue
+            if abs_mean < self.threshold:
+                return self.flag(step, f"mean(|{name}|) = {abs_mean:.3g} < {self.threshold:g}",
+                                 tensor=name, abs_mean=abs_mean)
+        return False
+
+
+# Saved reductions that stay finite for any finite tensor (a product easily overflows).
+_FINITE_REDUCTIONS = {"min", "max", "mean", "std", "variance", "sum", "l1", "l2"}
+
+
+class ExplodingTensor(BuiltinRule):
+    """Fires when a tensor holds NaN, or also +/-inf unless `only_nan`.
+
+    Parameters: ``collection_names`` (comma-separated), ``tensor_regex`` (comma-separated
+    regexes), both default None meaning every saved tensor; ``only_nan`` (bool, default False).
+    Collections: whatever is selected (typically ``gradients``, ``weights``, ``losses``). With
+    only reductions saved, a non-finite reduction (other than prod) counts.
+    """
+
+    def __init__(self, base_trial: Any, collection_names: str | None = None,
+                 tensor_regex: str | None = None, only_nan: str = "False",
+                 action_str: str | None = None) -> None:
+        super().__init__(base_trial, action_str=action_str)
+        collections = parse_str_list(self.rule_name, "collection_names", collection_names)
+        regexes = parse_regex_list(self.rule_name, "tensor_regex", tensor_regex)
+        self.only_nan = parse_bool(self.rule_name, "only_nan", only_nan)
+        self.set_params(collection_names=collections, tensor_regex=tensor_regex,
+                        only_nan=self.only_nan)
+        self.selection = TensorSelection(collections, regexes, default_all=True)
+
+    def _bad(self, arr: np.ndarray) -> bool:
+        if arr.dtype.kind not in "fc":
+            return False
+        if self.only_nan:
+            return bool(np.isnan(arr).any())
+        return not bool(np.isfinite(arr).all())
+
+    def invoke_at_step(self, step: int) -> bool:
+        for name in self.selection.names_at(self.raw_base, step):
+            try:
+                arr = self.value(name, step)
+            except TensorUnavailableForStep:
+                saved = self.cache.saved_reductions(self.raw_base, name, step)
+                values = np.array([v for (red, _), v in saved.items()
+                                   if self.only_nan or red in _FINITE_REDUCTIONS], dtype=float)
+                if values.size and self._bad(values):
+                    return self.flag(step, f"a saved reduction of {name} is not finite",
+                                     tensor=name)
+                continue
+            if self._bad(arr):
+                kind = "NaN" if np.isnan(arr).any() else "infinite values"
+                return self.flag(step, f"{name} contains {kind}", tensor=name)
+        return False

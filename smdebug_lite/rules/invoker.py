@@ -1,0 +1,195 @@
+"""invoke_rule: run a rule over a trial's steps, waiting for new ones while training runs.
+
+Semantics (smdebug's, with the differences noted):
+
+* Steps are global steps from `start_step` (default 0) up to `end_step` (exclusive, default:
+  until training ends). Only saved steps are evaluated; smdebug tried every integer and got
+  StepUnavailable for each unsaved one, with the same outcome.
+* A step is evaluated once it is complete (all workers wrote it, or training ended). While the
+  next step is not there yet, the trial is polled every ``SMDEBUG_RULE_POLL_INTERVAL_S``
+  seconds (default 1).
+* TensorUnavailableForStep, StepUnavailable and TensorUnavailable skip the step.
+* The first met condition ends the evaluation (status IssuesFound); smdebug kept going unless
+  the exception had `end_of_rule`. With ``raise_eval_cond=True`` the exception is re-raised.
+* When training has ended and every saved step was evaluated, it returns NoIssuesFound
+  (smdebug let NoMoreData escape to the caller). NoMoreData raised from inside the rule, e.g. an
+  other trial that ended earlier, also ends the evaluation cleanly.
+* Any other exception from the rule propagates unchanged; the rule runner reports it as status
+  Error. `RuleResult.status == "Error"` is only produced by callers that catch it.
+* ``stop_event`` set: returns promptly with status Stopped (checked between steps and while
+  waiting). ``on_progress(steps_evaluated, step)`` is called after each evaluated step.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from smdebug_lite.exceptions import (
+    NoMoreData,
+    NoMoreProfilerData,
+    RuleEvaluationConditionMet,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+)
+from smdebug_lite.logger import get_logger
+from smdebug_lite.rules.rule import Rule
+from smdebug_lite.rules.trial_view import unwrap
+
+logger = get_logger(__name__)
+
+NO_ISSUES_FOUND = "NoIssuesFound"
+ISSUES_FOUND = "IssuesFound"
+ERROR = "Error"
+STOPPED = "Stopped"
+
+SKIPPED_EXCEPTIONS = (TensorUnavailableForStep, StepUnavailable, TensorUnavailable)
+
+
+@dataclass
+class RuleResult:
+    """How one rule evaluation ended."""
+
+    rule_name: str
+    status: str  # NoIssuesFound | IssuesFound | Error | Stopped
+    step: int | None = None  # where the condition was met
+    message: str = ""
+    steps_evaluated: int = 0
+    last_step: int | None = None
+    error: BaseException | None = None
+
+    @property
+    def issues_found(self) -> bool:
+        return self.status == ISSUES_FOUND
+
+
+def poll_interval() -> float:
+    try:
+        return max(0.01, float(os.environ.get("SMDEBUG_RULE_POLL_INTERVAL_S", "1")))
+    except ValueError:
+        return 1.0
+
+
+class _StepCursor:
+    """Yields the saved, complete global steps of a trial in order, waiting for new ones."""
+
+    def __init__(self, trial: Any, start: int) -> None:
+        self.trial = trial
+        self.pos = start
+        self.known: list[int] = []
+
+    def _refresh(self) -> bool:
+        """Reload the step list; returns whether training has ended *before* the reload."""
+        ended = bool(getattr(self.trial, "loaded_all_steps", False))
+        self.known = sorted(self.trial.steps())
+        return ended
+
+    def next_step(self, waiting: Callable[[], bool]) -> int | None:
+        """The next step >= pos, or None when training ended (or `waiting` says to give up)."""
+        while True:
+            i = bisect.bisect_left(self.known, self.pos)
+            if i < len(self.known):
+                return self.known[i]
+            ended = self._refresh()
+            i = bisect.bisect_left(self.known, self.pos)
+            if i < len(self.known):
+                return self.known[i]
+            if ended:
+                return None
+            if getattr(self.trial, "loaded_all_steps", False) and self._final():
+                return None
+            if waiting():
+                return None
+
+    def _final(self) -> bool:
+        # Training ended between the two checks above: one more reload sees everything.
+        self._refresh()
+        return bisect.bisect_left(self.known, self.pos) >= len(self.known)
+
+    def advance_past(self, step: int) -> None:
+        self.pos = step + 1
+
+
+def invoke_rule(
+    rule: Any,
+    start_step: int | None = 0,
+    end_step: int | None = None,
+    raise_eval_cond: bool = False,
+    *,
+    stop_event: threading.Event | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> RuleResult:
+    """Evaluate `rule` step by step; returns a `RuleResult` (see the module docstring)."""
+    name = getattr(rule, "rule_name", type(rule).__name__)
+    start = 0 if start_step is None else int(start_step)
+    logger.info("Started execution of rule %s at step %d", name, start)
+    result = RuleResult(rule_name=name, status=NO_ISSUES_FOUND)
+    cursor = _StepCursor(unwrap(rule.base_trial), start)
+    interval = poll_interval()
+    fired_while_waiting: list[int] = []
+
+    def waiting() -> bool:
+        """One poll period; True means stop waiting (stop requested or the rule fired)."""
+        if stop_event is not None and stop_event.is_set():
+            return True
+        check = getattr(rule, "check_while_waiting", None)
+        if check is not None and check(cursor.pos, result.last_step):
+            fired_while_waiting.append(result.last_step if result.last_step is not None else start)
+            return True
+        if stop_event is not None:
+            return stop_event.wait(interval)
+        time.sleep(interval)
+        return False
+
+    try:
+        while True:
+            if stop_event is not None and stop_event.is_set():
+                result.status = STOPPED
+                break
+            if end_step is not None and cursor.pos >= end_step:
+                break  # no need to wait for a step that would not be evaluated
+            step = cursor.next_step(waiting)
+            if fired_while_waiting:
+                rule.fire(fired_while_waiting[0])  # raises RuleEvaluationConditionMet
+            if step is None:
+                if stop_event is not None and stop_event.is_set():
+                    result.status = STOPPED
+                break
+            if end_step is not None and step >= end_step:
+                break
+            met: RuleEvaluationConditionMet | None = None
+            if isinstance(rule, Rule):
+                rule._complete_step = step  # listed by trial.steps(): complete, no wait needed
+            try:
+                rule.invoke(step)
+            except SKIPPED_EXCEPTIONS as e:
+                logger.debug("Rule %s skipped step %d: %s", name, step, e)
+            except RuleEvaluationConditionMet as e:
+                met = e
+            result.steps_evaluated += 1
+            result.last_step = step
+            cursor.advance_past(step)
+            if on_progress is not None:
+                on_progress(result.steps_evaluated, step)
+            if met is not None:
+                raise met
+    except RuleEvaluationConditionMet as e:
+        if raise_eval_cond:
+            raise
+        logger.info("Rule %s: %s", name, e)
+        result.status = ISSUES_FOUND
+        result.step = e.step
+        result.message = str(e)
+    except NoMoreData as e:
+        logger.debug("Rule %s: %s", name, e)
+    except NoMoreProfilerData as e:
+        logger.info("No more profiler data for rule %s at timestamp %s", name, e.timestamp)
+    logger.info("Ended execution of rule %s at end_step %s (%s)", name, result.last_step,
+                result.status)
+    return result

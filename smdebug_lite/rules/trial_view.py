@@ -1,0 +1,106 @@
+"""Trial and Tensor views that read through a rule's TensorCache.
+
+A rule sees its trials through these views (``self.base_trial``, ``self.other_trials``), so
+custom rules written against the plain Trial API (``trial.tensor(n).value(s)``,
+``.reduction_value(...)``) also read each tensor at most once per step. Everything else is
+delegated to the real object; ``isinstance`` checks still see the real class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.rules.tensor_cache import TensorCache
+
+GLOBAL = ModeKeys.GLOBAL
+
+
+def unwrap(trial: Any) -> Any:
+    """The real trial behind a view (or the argument itself)."""
+    return object.__getattribute__(trial, "_trial") if isinstance(trial, TrialView) else trial
+
+
+class _Delegating:
+    """Forwards attribute reads and writes to the wrapped object."""
+
+    _wrapped_attr = "_trial"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, self._wrapped_attr), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(object.__getattribute__(self, self._wrapped_attr), name, value)
+
+    @property  # type: ignore[misc]
+    def __class__(self):  # noqa: D401 - makes isinstance(view, RealClass) true
+        return type(object.__getattribute__(self, self._wrapped_attr))
+
+    def __repr__(self) -> str:
+        return repr(object.__getattribute__(self, self._wrapped_attr))
+
+    def __eq__(self, other: object) -> bool:
+        mine = object.__getattribute__(self, self._wrapped_attr)
+        if isinstance(other, _Delegating):
+            other = object.__getattribute__(other, other._wrapped_attr)
+        return mine is other or mine == other
+
+    def __hash__(self) -> int:
+        return hash(object.__getattribute__(self, self._wrapped_attr))
+
+
+class TrialView(_Delegating):
+    """A Trial whose tensors are `TensorView`s sharing one cache."""
+
+    _wrapped_attr = "_trial"
+
+    def __init__(self, trial: Any, cache: TensorCache) -> None:
+        object.__setattr__(self, "_trial", unwrap(trial))
+        object.__setattr__(self, "_cache", cache)
+
+    def tensor(self, tname: str) -> TensorView:
+        trial = object.__getattribute__(self, "_trial")
+        cache = object.__getattribute__(self, "_cache")
+        return TensorView(cache.tensor(trial, tname), tname, trial, cache)
+
+    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
+        """Alias of `tensor_names` used by smdebug's documentation examples."""
+        trial = object.__getattribute__(self, "_trial")
+        fn = getattr(trial, "tensors", None) or trial.tensor_names
+        return fn(*args, **kwargs)
+
+
+class TensorView(_Delegating):
+    """A Tensor whose `value`/`reduction_value` go through the cache.
+
+    `value` returns a fresh writable copy, as the plain Tensor does, so rule code that edits
+    the array in place cannot corrupt the cached one.
+    """
+
+    _wrapped_attr = "_tensor"
+
+    def __init__(self, tensor: Any, name: str, trial: Any, cache: TensorCache) -> None:
+        object.__setattr__(self, "_tensor", tensor)
+        object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_trial", trial)
+        object.__setattr__(self, "_cache", cache)
+
+    def _parts(self) -> tuple[str, Any, TensorCache]:
+        return (object.__getattribute__(self, "_name"), object.__getattribute__(self, "_trial"),
+                object.__getattribute__(self, "_cache"))
+
+    def value(self, step_num: int, mode: Any = GLOBAL, worker: str | None = None) -> np.ndarray:
+        name, trial, cache = self._parts()
+        return np.array(cache.value(trial, name, step_num, parse_mode(mode), worker))
+
+    def reduction_value(self, step_num: int, reduction_name: str, mode: Any = GLOBAL,
+                        worker: str | None = None, abs: bool = False) -> float:
+        name, trial, cache = self._parts()
+        return cache.reduction(trial, name, step_num, reduction_name, abs,
+                               parse_mode(mode), worker)
+
+    def values(self, mode: Any = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
+        tensor = object.__getattribute__(self, "_tensor")
+        return {s: self.value(s, mode, worker) for s in tensor.steps(mode=parse_mode(mode))}
