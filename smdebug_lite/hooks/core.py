@@ -43,6 +43,7 @@ from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
+from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
@@ -152,6 +153,10 @@ class HookCore:
         self.last_saved_step: int | None = None
         self._prepared = False
         self._match_cache: dict[str, list[Collection]] = {}
+        # Plans depend only on the name and on which collections save this step; steps with the
+        # same set of saving collections reuse them (a plan is never mutated once built).
+        self._plan_cache: dict[str, TensorPlan | None] = {}
+        self._plan_key: frozenset[int] = frozenset()
         self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
         self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
@@ -170,6 +175,9 @@ class HookCore:
         if not self.dry_run:
             self._check_out_dir()
         _live_hooks.add(self)
+        from smdebug_lite.hooks.singleton import set_hook
+
+        set_hook(self)  # as in smdebug, the newest hook is the process's current one
 
     # -- worker identity (framework adapters override) -------------------------------------
 
@@ -181,6 +189,16 @@ class HookCore:
 
     def _chief_worker_name(self) -> str:
         return "worker_0"
+
+    def _refresh_worker_identity(self) -> None:
+        """Ask again who this worker is. Hooks are often built before the distributed runtime
+        starts (a zero-code-change hook always is), so the first step re-checks."""
+        if self._writer is not None:
+            return
+        self.worker = self._worker_name()
+        self.num_workers = self._num_workers()
+        self.chief = self.worker == self._chief_worker_name()
+        self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -203,6 +221,20 @@ class HookCore:
 
     def _prepare_collections(self) -> None:
         """Give every collection complete save and reduction configs (inherited from the hook)."""
+        # Included names the manager does not know yet (custom collections) are created first,
+        # so that they get configs like every other collection.
+        self._included = [
+            self.collection_manager.get(n, create_if_not_exists=True) for n in self.include_collections
+        ]
+        for coll in self._included:
+            if not coll.include_regex and not coll.tensor_names and coll.name not in (
+                CollectionKeys.ALL, CollectionKeys.DEFAULT
+            ) and coll.name not in self._warned_unmatched:
+                self._warned_unmatched.add(coll.name)
+                logger.warning(
+                    "Collection %r is included but has neither include_regex nor tensor names, so "
+                    "it cannot match anything; configure it with hook.get_collection(%r).include(...)",
+                    coll.name, coll.name)
         for coll in self.collection_manager.collections.values():
             if coll.save_config is None:
                 coll.save_config = self.save_config.copy()
@@ -216,10 +248,8 @@ class HookCore:
                 coll.reduction_config = ReductionConfig(save_raw_tensor=True)
             elif coll.reduction_config is None:
                 coll.reduction_config = self.reduction_config.copy()
-        self._included = [
-            self.collection_manager.get(n, create_if_not_exists=True) for n in self.include_collections
-        ]
         self._match_cache.clear()
+        self._plan_cache.clear()
         self._prepared = True
 
     # -- steps ---------------------------------------------------------------------------------
@@ -255,6 +285,7 @@ class HookCore:
 
     def _begin(self) -> None:
         if not self._prepared:
+            self._refresh_worker_identity()
             self._prepare_collections()
         mode, mode_step = self.mode, self.mode_step
         self._saving = [
@@ -262,7 +293,7 @@ class HookCore:
             if c.save_config.should_save_step(mode, mode_step)
             and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
         ]
-        self._saving_ids = {id(c) for c in self._saving}
+        self._set_saving_ids()
         if self._saving and self.writes:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
             if self._tb is None and self.tensorboard_dir:
@@ -270,6 +301,13 @@ class HookCore:
         for name, value, wall in self._pending_scalars:  # saved before the first step began
             self._scalar_writer().add_tensor(name, value, wall)
         self._pending_scalars.clear()
+
+    def _set_saving_ids(self) -> None:
+        ids = frozenset(id(c) for c in self._saving)
+        if ids != self._plan_key:
+            self._plan_key = ids
+            self._plan_cache.clear()
+        self._saving_ids = ids
 
     @property
     def saving_this_step(self) -> bool:
@@ -302,6 +340,15 @@ class HookCore:
         """What to save for `name` at this step, or None (cheap when nothing is saved)."""
         if not self._saving or self.disabled:
             return None
+        try:
+            return self._plan_cache[name]
+        except KeyError:
+            pass
+        plan = self._build_plan(name)
+        self._plan_cache[name] = plan
+        return plan
+
+    def _build_plan(self, name: str) -> TensorPlan | None:
         colls = [c for c in self._matching(name) if id(c) in self._saving_ids]
         if not colls:
             return None
@@ -346,7 +393,7 @@ class HookCore:
         if raw is not None and plan.save_raw:
             sw.add_tensor(plan.name, raw)
         if self._tb is not None and raw is not None:
-            self._tb_record(plan, raw)
+            self._tb_record(plan, raw, sw.step, sw.mode)
 
     # -- user-facing saving ---------------------------------------------------------------------
 
@@ -402,7 +449,7 @@ class HookCore:
             if c.save_config.should_save_step(mode, mode_step)
             and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
         ]
-        self._saving_ids = {id(c) for c in self._saving}
+        self._set_saving_ids()
         if self._saving and self.writes and self._step_writer is None and self.step >= 0:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
 
@@ -472,13 +519,20 @@ class HookCore:
 
         return TensorBoardWriter(self.tensorboard_dir)
 
-    def _tb_record(self, plan: TensorPlan, raw: np.ndarray) -> None:
+    def _tb_record(self, plan: TensorPlan, raw: np.ndarray, step: int | None = None,
+                   mode: ModeKeys | None = None) -> None:
+        """TensorBoard gets the step and mode of the step the tensor belongs to (a write may be
+        deferred to the end of its step, after set_mode)."""
+        step = self.step if step is None else step
+        mode = self.mode if mode is None else mode
+        if raw.dtype in LOW_PRECISION_FLOATS:  # bfloat16/float8 (numpy kind "V")
+            raw = raw.astype(np.float32)
         if plan.tb_scalar and raw.size == 1 and raw.dtype.kind in "biuf":
-            self._tb.add_scalar(plan.name, float(raw.reshape(-1)[0]), self.step, self.mode)
+            self._tb.add_scalar(plan.name, float(raw.reshape(-1)[0]), step, mode)
         elif plan.histogram and raw.size and raw.dtype.kind in "iuf":
             for c in plan.collections:
                 if c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
-                    self._tb.add_histogram(f"{c.name}/{plan.name}", raw, self.step, self.mode)
+                    self._tb.add_histogram(f"{c.name}/{plan.name}", raw, step, mode)
 
     def _report_unmatched(self, first_only: bool) -> None:
         for c in self._saving:
@@ -497,7 +551,8 @@ class HookCore:
     def failsafe(self, where: str) -> Iterator[None]:
         """Run hook work so that no internal error reaches the training loop."""
         if self.disabled:
-            yield
+            with contextlib.suppress(Exception):  # already reported once; stay out of the way
+                yield
             return
         try:
             yield
