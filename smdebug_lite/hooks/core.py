@@ -545,6 +545,25 @@ class HookCore:
                 "Collection %r (regex %s) matched no tensor at step %d (%s); check its "
                 "include_regex or tensor names", c.name, c.include_regex or "none", self.step, self.mode.name)
 
+    # -- rule feedback ------------------------------------------------------------------------
+
+    def stop_requested(self) -> bool:
+        """True once a rule's local stop-signal action fired for this out_dir.
+
+        Training loops that want rules to stop them check this (it is rate-limited, so it is
+        cheap to call every step): ``if hook.stop_requested(): break``.
+        """
+        poller = getattr(self, "_stop_poller", None)
+        if poller is None:
+            from smdebug_lite.rules.actions.stop_signal import StopSignalPoller
+
+            poller = self._stop_poller = StopSignalPoller(self.out_dir)
+        try:
+            return poller.should_stop()
+        except Exception as e:  # a storage hiccup must not stop training
+            logger.debug("stop-signal check failed: %s", e)
+            return False
+
     # -- failure policy and shutdown ----------------------------------------------------------------
 
     @contextlib.contextmanager

@@ -1,0 +1,98 @@
+"""The framework-agnostic hook core: schedules, custom collections, scalars, failure policy."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+from smdebug_lite import modes
+from smdebug_lite.config.save_config import SaveConfig
+from smdebug_lite.exceptions import SMDebugRuntimeError
+from smdebug_lite.hooks.core import HookCore
+from smdebug_lite.rules.actions.stop_signal import write_stop_signal
+
+
+@pytest.fixture
+def warnings_seen():
+    """Records smdebug_lite log records (its root logger does not propagate to pytest)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    handler = Keep(level=logging.WARNING)
+    root = logging.getLogger("smdebug_lite")
+    root.addHandler(handler)
+    yield records
+    root.removeHandler(handler)
+
+
+def index_names(out_dir, step):
+    doc = json.loads((out_dir / f"index/000000000/{step:012d}_worker_0.json").read_text())
+    return doc["meta"], [e["tensorname"] for e in doc["tensor_payload"]]
+
+
+def test_included_custom_collection_gets_configs_and_is_reported(tmp_path, warnings_seen):
+    hook = HookCore(str(tmp_path), include_collections=["relu_output"])
+    hook.start_step()
+    assert not hook.disabled
+    hook.close()
+    assert (tmp_path / "collections/000000000/worker_0_collections.json").is_file()
+    assert any("relu_output" in r.getMessage() for r in warnings_seen)
+
+
+def test_scalar_lands_in_the_step_and_mode_it_was_called_in(tmp_path):
+    hook = HookCore(str(tmp_path), save_config=SaveConfig(save_interval=100))
+    hook.save_scalar("before_training", 1.0)
+    hook.set_mode(modes.TRAIN)
+    for _ in range(4):
+        hook.start_step()
+    hook.save_scalar("train_metric", 3.0)  # TRAIN step 3: not otherwise saved
+    hook.set_mode(modes.EVAL)
+    hook.start_step()
+    hook.close()
+    assert index_names(tmp_path, 0)[1] == ["scalar/before_training"]
+    meta, names = index_names(tmp_path, 3)
+    assert (meta["mode"], meta["mode_step"], names) == ("TRAIN", 3, ["scalar/train_metric"])
+
+
+def test_save_tensor_goes_to_every_named_collection(tmp_path):
+    hook = HookCore(str(tmp_path), save_config=SaveConfig(save_interval=1))
+    hook.start_step()
+    hook.save_tensor("my_value", np.arange(3), ["custom_a", "custom_b"])
+    hook.close()
+    assert "my_value" in index_names(tmp_path, 0)[1]
+    colls = json.loads((tmp_path / "collections/000000000/worker_0_collections.json").read_text())
+    for name in ("custom_a", "custom_b"):
+        assert colls["collections"][name]["tensor_names"] == ["my_value"]
+
+
+def test_internal_error_disables_the_hook_once_without_raising(tmp_path, warnings_seen):
+    hook = HookCore(str(tmp_path))
+    with hook.failsafe("test"):
+        raise ValueError("boom")
+    with hook.failsafe("test"):
+        raise ValueError("boom again")
+    assert hook.disabled
+    errors = [r for r in warnings_seen if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "boom" in errors[0].getMessage()
+    hook.close()
+
+
+def test_finished_out_dir_is_refused(tmp_path):
+    (tmp_path / "training_job_end.ts").write_bytes(b"")
+    with pytest.raises(SMDebugRuntimeError, match="training_job_end.ts"):
+        HookCore(str(tmp_path))
+
+
+def test_stop_signal_from_a_rule_is_seen(tmp_path):
+    hook = HookCore(str(tmp_path))
+    assert hook.stop_requested() is False
+    write_stop_signal(str(tmp_path), "LossNotDecreasing", "stop now")
+    hook._stop_poller = None  # skip the poll interval
+    assert hook.stop_requested() is True
+    hook.close()
