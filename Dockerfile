@@ -6,7 +6,7 @@
 #   docker build --target training       -t smdebug-lite-training .
 #
 # rule-evaluator: a custom RuleEvaluatorImage for DebugRuleConfigurations; SageMaker runs it as
-#   a Processing job with the RuleParameters as environment variables (see README-runner.md).
+#   a Processing job with the RuleParameters as environment variables (see docs/containers.md).
 # training: a training image whose launcher (smdebug-train) attaches the smdebug-lite hook from
 #   /opt/ml/input/config/debughookconfig.json without changes to the training script.
 #
