@@ -27,11 +27,27 @@ class S3Uploader:
         self.error: BaseException | None = None
         self.uploaded = 0
         self._queue: queue.Queue = queue.Queue()
+        # A file staged again before its earlier upload ran (the collections file is rewritten
+        # when it learns tensor names) is uploaded once, from its newest content.
+        self._pending: dict[str, int] = {}
+        self._pending_lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="smdebug-lite-s3-upload", daemon=True)
         self._thread.start()
 
     def enqueue(self, rel: str) -> None:
+        with self._pending_lock:
+            self._pending[rel] = self._pending.get(rel, 0) + 1
         self._queue.put(rel)
+
+    def _superseded(self, rel: str) -> bool:
+        """True when a later enqueue of the same file follows (this one is then skipped)."""
+        with self._pending_lock:
+            n = self._pending.get(rel, 0) - 1
+            if n <= 0:
+                self._pending.pop(rel, None)
+            else:
+                self._pending[rel] = n
+            return n > 0
 
     def wait(self) -> None:
         """Block until every enqueued file is uploaded (or has failed)."""
@@ -58,6 +74,8 @@ class S3Uploader:
     def _upload(self, rel: str, config) -> None:
         local = os.path.join(self.staging_dir, rel)
         key = self.prefix + rel
+        if self._superseded(rel):
+            return
         if self.error is not None:
             # Stop at the first failure: an index must never arrive without its event file.
             # What is not uploaded stays staged, so nothing saved is lost.
@@ -69,7 +87,7 @@ class S3Uploader:
                 os.unlink(local)
                 return
             except Exception as e:
-                if attempt == self.retries:
+                if attempt == self.retries or _permanent(e):
                     self.error = RuntimeError(
                         f"upload of {local} to s3://{self.bucket}/{key} failed after {attempt} "
                         f"attempts ({e}); files not yet uploaded are kept in {self.staging_dir}")
@@ -79,3 +97,22 @@ class S3Uploader:
                 logger.warning("Upload of s3://%s/%s failed (%s); retrying in %.1fs",
                                self.bucket, key, e, delay)
                 time.sleep(delay)
+
+
+_PERMANENT_CODES = frozenset({"NoSuchBucket", "AccessDenied", "InvalidAccessKeyId",
+                              "SignatureDoesNotMatch", "AllAccessDisabled", "InvalidBucketName"})
+
+
+def _permanent(error: BaseException) -> bool:
+    """Errors that retrying cannot fix (the bucket is gone, access is denied)."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        response = getattr(e, "response", None)
+        if isinstance(response, dict) and response.get("Error", {}).get("Code") in _PERMANENT_CODES:
+            return True
+        if any(code in str(e) for code in _PERMANENT_CODES):
+            return True
+        e = e.__cause__ or e.__context__
+    return False

@@ -138,6 +138,8 @@ class TrialWriter:
                 self.max_pending_bytes >> 20)
 
     def _raise_if_failed(self) -> None:
+        if self.error is None and self.uploader is not None and self.uploader.error is not None:
+            self.error = self.uploader.error  # reported to training on the next step, not at close
         if self.error is not None:
             raise RuntimeError(f"writing to {self.out_dir} failed: {self.error}") from self.error
 

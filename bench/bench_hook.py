@@ -1,0 +1,217 @@
+"""Hook overhead: ms per training step, smdebug-lite against smdebug 1.0.34, in one run.
+
+    .venv/bin/python bench/bench_hook.py [--steps 300] [--repeats 3] [--only pytorch]
+
+Each measurement runs in its own subprocess: ours with this interpreter, smdebug's with the
+reference venv (tests/refvenv.py). Both import the hook as ``<package>.<framework>`` and use the
+same scenario code, so only the library differs. The table gives ms per step, the time each
+saved step adds over no hook, and the time ``close()`` took (writing that was deferred).
+
+Rows come from the functions in ROW_FUNCTIONS; a framework adds one (see ``pytorch_rows``) that
+returns `Scenario`s and a worker function that `_worker` dispatches to by framework name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    framework: str  # worker function key
+    name: str  # shown in the table
+    config: dict  # passed to the worker as JSON
+    saved_every: int | None  # saved steps are 1 in `saved_every` (None: no hook)
+
+
+# -- PyTorch -------------------------------------------------------------------------------------
+
+
+def pytorch_rows() -> list[Scenario]:
+    common = {"include_collections": ["weights", "gradients", "losses"]}
+    return [
+        Scenario("pytorch", "no hook", {"hook": False}, None),
+        Scenario("pytorch", "weights+grads+losses, every step", {**common, "interval": 1}, 1),
+        Scenario("pytorch", "weights+grads+losses, every 10 steps", {**common, "interval": 10}, 10),
+        Scenario("pytorch", "reductions only, every step",
+                 {**common, "interval": 1, "reductions": ["min", "max", "mean"], "norms": ["l2"]}, 1),
+    ]
+
+
+def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) -> dict:
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                          nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    xs = [torch.randn(64, 256) for _ in range(8)]
+    ys = [torch.randint(0, 10, (64,)) for _ in range(8)]
+    hook = None
+    if config.get("hook", True):
+        smd = __import__(f"{pkg}.pytorch", fromlist=["Hook"])
+        rc = None
+        if config.get("reductions") or config.get("norms"):
+            rc = smd.ReductionConfig(reductions=config.get("reductions"), norms=config.get("norms"))
+        hook = smd.Hook(out_dir=out_dir, save_config=smd.SaveConfig(save_interval=config["interval"]),
+                        include_collections=config["include_collections"], reduction_config=rc)
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+        hook.set_mode(smd.modes.TRAIN)
+
+    def step(i: int) -> None:
+        opt.zero_grad()
+        loss_fn(model(xs[i % 8]), ys[i % 8]).backward()
+        opt.step()
+
+    for i in range(warmup):
+        step(i)
+    start, cpu_start = time.perf_counter(), time.thread_time()
+    for i in range(warmup, warmup + steps):
+        step(i)
+    elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
+    close_s = 0.0
+    if hook is not None:
+        t = time.perf_counter()
+        hook.close()
+        close_s = time.perf_counter() - t
+    return {"ms_per_step": 1000 * elapsed / steps, "cpu_ms_per_step": 1000 * cpu / steps,
+            "close_ms": 1000 * close_s}
+
+
+ROW_FUNCTIONS: list[Callable[[], list[Scenario]]] = [pytorch_rows]
+WORKERS: dict[str, Callable[..., dict]] = {"pytorch": pytorch_worker}
+
+import bench_hook_tf_xgb  # noqa: E402  (Keras and XGBoost rows; this file's folder is sys.path[0])
+
+bench_hook_tf_xgb.register(ROW_FUNCTIONS, WORKERS, Scenario)
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+
+def _worker(argv: list[str]) -> None:
+    framework, pkg, config, steps, warmup = argv[0], argv[1], json.loads(argv[2]), int(argv[3]), int(argv[4])
+    out_dir = tempfile.mkdtemp(prefix="bench-hook-")
+    try:
+        result = WORKERS[framework](pkg, config, steps, warmup, os.path.join(out_dir, "run"))
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    print("@@RESULT@@" + json.dumps(result))
+
+
+def _ref_python() -> str | None:
+    sys.path.insert(0, str(REPO / "tests"))
+    try:
+        from refvenv import ref_python
+    finally:
+        sys.path.pop(0)
+    py, reason = ref_python()
+    if py is None:
+        print(f"smdebug 1.0.34 column skipped: {reason}", file=sys.stderr)
+    return py
+
+
+def _measure(python: str, pkg: str, sc: Scenario, steps: int, warmup: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SMDEBUG_LOG_LEVEL"] = "error"
+    cwd = "/tmp"
+    if pkg == "smdebug_lite":
+        env["PYTHONPATH"] = str(REPO)
+        cwd = str(REPO)
+    proc = subprocess.run(
+        [python, str(Path(__file__).resolve()), "--worker", sc.framework, pkg,
+         json.dumps(sc.config), str(steps), str(warmup)],
+        capture_output=True, text=True, cwd=cwd, env=env, timeout=900)
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("@@RESULT@@")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"{pkg} {sc.name} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return json.loads(line[len("@@RESULT@@"):])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--worker":
+        _worker(argv[1:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--warmup", type=int, default=30)
+    ap.add_argument("--repeats", type=int, default=5, help="best of N interleaved runs per cell")
+    ap.add_argument("--only", help="framework to run (default: all)")
+    args = ap.parse_args(argv)
+    impls = [("smdebug-lite", sys.executable, "smdebug_lite")]
+    ref = _ref_python()
+    if ref:
+        impls.append(("smdebug 1.0.34", ref, "smdebug"))
+    for rows in ROW_FUNCTIONS:
+        scenarios = [s for s in rows() if not args.only or s.framework == args.only]
+        if not scenarios:
+            continue
+        runs: dict[tuple[str, str], list[dict]] = {}
+        # Interleaved (every cell once per round) so that a noisy moment hits all cells alike.
+        for _ in range(args.repeats):
+            for sc in scenarios:
+                for label, python, pkg in impls:
+                    runs.setdefault((sc.name, label), []).append(
+                        _measure(python, pkg, sc, args.steps, args.warmup))
+        for metric, title in (("ms_per_step", "wall-clock ms per training step"),
+                              ("cpu_ms_per_step", "training-thread CPU ms per step")):
+            if not all(metric in r for v in runs.values() for r in v):
+                continue  # a worker that does not measure it (e.g. no CPU time)
+            results = {k: min(v, key=lambda r: r[metric]) for k, v in runs.items()}
+            _print_table(scenarios, impls, results, metric, title)
+    return 0
+
+
+def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:
+    fw = scenarios[0].framework
+    print(f"\n{fw}: {title} (best of runs); 'added/saved' = extra ms per saved step")
+    header = f"{'scenario':40s}" + "".join(f"{label:>16s}{'added/saved':>13s}{'close ms':>10s}"
+                                             for label, _, _ in impls)
+    print(header)
+    print("-" * len(header))
+    base = {label: results[(s.name, label)][metric]
+            for s in scenarios if s.saved_every is None for label, _, _ in impls}
+    added: dict[tuple[str, str], float] = {}
+    for sc in scenarios:
+        row = f"{sc.name:40s}"
+        for label, _, _ in impls:
+            r = results[(sc.name, label)]
+            if sc.saved_every is None or label not in base:
+                extra = "-"
+            else:
+                per_saved = (r[metric] - base[label]) * sc.saved_every
+                added[(sc.name, label)] = per_saved
+                extra = f"{per_saved:.3f}"
+            row += f"{r[metric]:16.3f}{extra:>13s}{r['close_ms']:10.1f}"
+        print(row)
+    if len(impls) > 1:
+        ours, theirs = impls[0][0], impls[1][0]
+        for sc in scenarios:
+            if (sc.name, ours) in added and (sc.name, theirs) in added and added[(sc.name, theirs)] > 0:
+                print(f"  {sc.name}: ours adds {added[(sc.name, ours)] / added[(sc.name, theirs)]:.2f}x "
+                      f"of smdebug's time per saved step")
+    for sc in scenarios:
+        if sc.saved_every and sc.saved_every > 1 and impls[0][0] in base:
+            r = results[(sc.name, impls[0][0])][metric]
+            print(f"  {sc.name}: {100 * (r / base[impls[0][0]] - 1):+.1f}% over no hook (smdebug-lite)")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,155 @@
+"""From torch tensors to what the writer takes: private host copies and batched reductions.
+
+Raw values are copied the moment they are seen (the optimizer updates parameters in place, and
+``inplace=True`` activations overwrite module outputs). Reductions are computed at once too, as
+0-d tensors on the tensor's own device, but they reach the host only when the step ends: all of a
+step's reductions are stacked and moved with one transfer per device, so a GPU run pays one
+synchronisation per saved step instead of one per tensor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+import torch
+
+from smdebug_lite.hooks.core import TensorPlan
+from smdebug_lite.pytorch.reductions import reduce_tensor
+
+# dtypes numpy has no native type for: reinterpret the bits as an integer of the same width and
+# view them as the matching ml_dtypes type, which is exact.
+_BIT_VIEWS: dict[torch.dtype, tuple[torch.dtype, np.dtype]] = {torch.bfloat16: (torch.int16, np.dtype(ml_dtypes.bfloat16))}
+for _torch_name, _np_name in (
+    ("float8_e4m3fn", "float8_e4m3fn"),
+    ("float8_e5m2", "float8_e5m2"),
+    ("float8_e4m3fnuz", "float8_e4m3fnuz"),
+    ("float8_e5m2fnuz", "float8_e5m2fnuz"),
+    ("float8_e8m0fnu", "float8_e8m0fnu"),
+):
+    if hasattr(torch, _torch_name) and hasattr(ml_dtypes, _np_name):
+        _BIT_VIEWS[getattr(torch, _torch_name)] = (torch.uint8, np.dtype(getattr(ml_dtypes, _np_name)))
+
+
+def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
+    """numpy view of a CPU tensor the caller owns (exact for bfloat16 and float8 types)."""
+    view = _BIT_VIEWS.get(t.dtype)
+    if view is not None:
+        return t.view(view[0]).numpy().view(view[1])
+    if t.dtype == torch.complex32:
+        return t.to(torch.complex64).numpy()
+    return t.numpy()
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """Detached, dense, dequantized, with lazy conjugate/negative views resolved."""
+    t = t.detach()
+    if t.layout != torch.strided:
+        t = t.to_dense()
+    if t.is_quantized:
+        t = t.dequantize()
+    if t.is_complex() and t.is_conj():
+        t = t.resolve_conj()
+    if t.is_neg():
+        t = t.resolve_neg()
+    return t
+
+
+def _copy_plain(t: torch.Tensor) -> np.ndarray:
+    return cpu_tensor_to_numpy(t.to("cpu", copy=True, memory_format=torch.contiguous_format))
+
+
+def host_copy(t: torch.Tensor) -> np.ndarray:
+    """A private, C-contiguous host copy of `t` as numpy."""
+    return _copy_plain(_plain(t))
+
+
+@dataclass(slots=True)
+class _Captured:
+    plan: TensorPlan
+    raw: np.ndarray | None
+    reductions: list[torch.Tensor]
+    shape: tuple[int, ...]
+
+
+class StepBuffer:
+    """What one step captured, in capture order, until the step ends."""
+
+    __slots__ = ("_items", "_replaceable")
+
+    def __init__(self) -> None:
+        self._items: list[_Captured] = []
+        self._replaceable: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def capture(self, plan: TensorPlan, tensor: torch.Tensor, want_raw: bool,
+                replace: bool = False) -> None:
+        """Snapshot `tensor` now. With `replace`, a later capture of the same name in this step
+        takes the earlier one's place (gradients accumulated over several backward passes)."""
+        t = _plain(tensor)
+        reductions: list[torch.Tensor] = []
+        if plan.reductions and t.numel():
+            reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
+        raw = _copy_plain(t) if want_raw else None
+        item = _Captured(plan, raw, reductions, tuple(t.shape))
+        if replace:
+            at = self._replaceable.get(plan.name)
+            if at is not None:
+                self._items[at] = item
+                return
+            self._replaceable[plan.name] = len(self._items)
+        self._items.append(item)
+
+    def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict, tuple[int, ...]]]:
+        """Everything captured, with reductions as host numpy 0-d arrays; empties the buffer."""
+        items, self._items = self._items, []
+        self._replaceable = {}
+        tensors = [r for it in items for r in it.reductions]
+        host = iter(_to_host(tensors)) if tensors else iter(())
+        out = []
+        for it in items:
+            values = {pair: next(host) for pair in it.plan.reductions[: len(it.reductions)]}
+            out.append((it.plan, it.raw, values, it.shape))
+        return out
+
+
+def packed_to_host(parts: list[tuple[list[int], torch.Tensor]]) -> list[tuple[list[int], torch.Tensor]]:
+    """1-d tensors of one device and several dtypes -> CPU copies, in one transfer.
+
+    Every tensor is reinterpreted as bytes, the bytes are concatenated and copied once, and the
+    slices are viewed back as their dtypes (widest first, so every slice stays aligned)."""
+    parts = sorted(parts, key=lambda p: -p[1].element_size())
+    blob = torch.cat([s.reshape(-1).view(torch.uint8) for _, s in parts]).cpu()
+    out = []
+    offset = 0
+    for idx, s in parts:
+        n = s.numel() * s.element_size()
+        out.append((idx, blob[offset : offset + n].view(s.dtype)))
+        offset += n
+    return out
+
+
+def _to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
+    """0-d tensors -> 0-d numpy arrays, in order, with one host transfer per device."""
+    groups: dict[tuple[torch.device, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    result: list[np.ndarray | None] = [None] * len(tensors)
+    by_device: dict[torch.device, list[tuple[list[int], torch.Tensor]]] = {}
+    for (device, _dtype), idx in groups.items():
+        stacked = torch.stack([tensors[i] for i in idx])
+        by_device.setdefault(device, []).append((idx, stacked))
+    for device, parts in by_device.items():
+        host_parts = parts if device.type == "cpu" else packed_to_host(parts)
+        for idx, s in host_parts:
+            arr = cpu_tensor_to_numpy(s)
+            for k, i in enumerate(idx):
+                result[i] = arr[k, ...]
+    return result  # type: ignore[return-value]
+
+
+__all__ = ["StepBuffer", "cpu_tensor_to_numpy", "host_copy", "packed_to_host"]

@@ -1,0 +1,37 @@
+"""smdebug's PyTorch collection extra: select a module's inputs/outputs by module object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from smdebug_lite.config.collection import Collection as _BaseCollection
+
+
+class Collection(_BaseCollection):
+    """A collection that can also name modules whose inputs and/or outputs it saves.
+
+    The modules become regexes (``<module name>_input_`` / ``_output_``) when the hook prepares
+    its collections, once the registered model tells it the modules' names.
+    """
+
+    def __init__(self, name: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(name, *args, **kwargs)
+        self._modules: dict[Any, tuple[bool, bool]] = {}
+
+    def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
+        self._modules[module] = (bool(inputs), bool(outputs))
+
+    @property
+    def modules(self) -> dict[Any, tuple[bool, bool]]:
+        return self._modules
+
+
+def as_pytorch_collection(coll: _BaseCollection) -> Collection:
+    """Give a collection made by the shared CollectionManager the PyTorch extras, in place."""
+    if not isinstance(coll, Collection):
+        coll.__class__ = Collection
+        coll._modules = {}  # type: ignore[attr-defined]
+    return coll  # type: ignore[return-value]
+
+
+__all__ = ["Collection", "as_pytorch_collection"]

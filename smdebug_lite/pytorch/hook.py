@@ -1,0 +1,352 @@
+"""The PyTorch hook: smdebug's API and tensor names, on modern PyTorch mechanisms.
+
+* A step starts at every forward pass of a registered module (a forward pre-hook), per mode.
+* Parameters are saved at the start of the step; gradients through
+  ``Tensor.register_post_accumulate_grad_hook``, so frozen layers, shared parameters (one hook,
+  saved once) and ``torch.compile``d models work, and no module backward hooks are needed.
+* Module inputs/outputs are captured only for modules whose tensor names an included collection
+  can match: other modules get no hook at all.
+* Everything the hook installs is a ``RemovableHandle``; ``remove()`` (and ``close()``) detach
+  all of it. Every callback runs inside the core's ``failsafe``: an internal error is logged once
+  and disables the hook; training goes on.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.hooks import RemovableHandle
+
+from smdebug_lite.config.hook_json import parse_hook_config
+from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.exceptions import SMDebugTypeError
+from smdebug_lite.hooks.core import HookCore, TensorPlan
+from smdebug_lite.logger import get_logger
+from smdebug_lite.pytorch import workers
+from smdebug_lite.pytorch.capture import StepBuffer, host_copy
+from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
+
+logger = get_logger(__name__)
+
+GRADIENT_PREFIX = "gradient/"
+INPUT_SUFFIX = "_input_"
+OUTPUT_SUFFIX = "_output_"
+# A module gets a forward hook when a collection matches one of its first few input/output names.
+_IO_INDEX_PROBE = 16
+
+_no_compile = getattr(getattr(torch, "compiler", None), "disable", None) or (lambda f: f)
+
+
+@dataclass(slots=True)
+class _Root:
+    """A registered module: what it is called and what it holds."""
+
+    module: nn.Module  # the object called (a torch.compile wrapper stays the wrapper)
+    inner: nn.Module  # where names come from
+    name: str
+    params: list[tuple[str, nn.Parameter]]
+    modules: list[tuple[str, nn.Module]]
+    handles: list[RemovableHandle] = field(default_factory=list)
+
+
+def _unwrap_compiled(module: nn.Module) -> nn.Module:
+    """torch.compile wraps a model in an OptimizedModule; names are the original model's."""
+    inner = getattr(module, "_orig_mod", None)
+    return inner if isinstance(inner, nn.Module) else module
+
+
+def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """Tensors of a module's inputs/outputs in smdebug's order (tuples and lists, depth first)."""
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _tensors_in(v)
+
+
+class Hook(HookCore):
+    """``smdebug_lite.pytorch.Hook``: register a model (and losses); tensors are saved as the
+    SaveConfig, collections and ReductionConfig say."""
+
+    framework = "pytorch"
+
+    def __init__(
+        self,
+        out_dir: str,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        include_collections: str | Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+    ) -> None:
+        self._roots: list[_Root] = []
+        self._root_by_module: dict[int, _Root] = {}
+        self._loss_handles: dict[int, RemovableHandle] = {}
+        self._io_handles: dict[int, RemovableHandle] = {}
+        self._grad_handles: dict[int, RemovableHandle] = {}
+        self._buffer = StepBuffer()
+        self._io_counts: dict[str, int] = {}
+        self._capturing = False
+        super().__init__(
+            out_dir,
+            export_tensorboard=export_tensorboard,
+            tensorboard_dir=tensorboard_dir,
+            dry_run=dry_run,
+            reduction_config=reduction_config,
+            save_config=save_config,
+            include_regex=include_regex,
+            include_collections=include_collections,
+            save_all=save_all,
+            include_workers=include_workers,
+        )
+        for coll in self.collection_manager.collections.values():
+            as_pytorch_collection(coll)
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
+        """A hook configured by SageMaker's DebugHookConfig JSON (path, else
+        $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json).
+        Raises FileNotFoundError when there is none and HookConfigError when it is unusable."""
+        settings = parse_hook_config(json_file_path)
+        hook = cls(**settings.hook_kwargs())
+        settings.apply_to(hook.collection_manager)
+        for coll in hook.collection_manager.collections.values():
+            as_pytorch_collection(coll)
+        return hook
+
+    # -- worker identity -------------------------------------------------------------------------
+
+    def _worker_name(self) -> str:
+        return workers.worker_name()
+
+    def _num_workers(self) -> int:
+        return workers.num_workers()
+
+    # -- collections -----------------------------------------------------------------------------
+
+    def get_collection(self, name: str, create: bool = True) -> Collection:
+        return as_pytorch_collection(super().get_collection(name, create))
+
+    def _prepare_collections(self) -> None:
+        for coll in self.collection_manager.collections.values():
+            modules = getattr(coll, "modules", None) or {}
+            for module, (inputs, outputs) in modules.items():
+                name = self._module_name(module)
+                if name is None:
+                    logger.warning("Collection %r names a module that is not part of a registered "
+                                   "model; its tensors cannot be saved", coll.name)
+                    continue
+                if inputs:
+                    coll.include(name + INPUT_SUFFIX)
+                if outputs:
+                    coll.include(name + OUTPUT_SUFFIX)
+        super()._prepare_collections()
+        self._sync_hooks()
+
+    def _module_name(self, module: nn.Module) -> str | None:
+        for root in self._roots:
+            for name, m in root.modules:
+                if m is module or (m is root.module and module is root.inner):
+                    return name
+        return None
+
+    def _wanted(self, name: str) -> bool:
+        return any(c.matches(name) for c in self._included)
+
+    def _io_wanted(self, module_name: str) -> bool:
+        return any(
+            self._wanted(f"{module_name}{suffix}{i}")
+            for suffix in (INPUT_SUFFIX, OUTPUT_SUFFIX)
+            for i in range(_IO_INDEX_PROBE)
+        )
+
+    # -- registration ----------------------------------------------------------------------------
+
+    def register_module(self, module: nn.Module) -> None:
+        """Make every forward pass of `module` a step and save its tensors as configured.
+
+        A ``torch.compile``d module can be registered before or after compiling; names are the
+        original model's (``<ModelClass>_<parameter path>``)."""
+        if not isinstance(module, nn.Module):
+            raise SMDebugTypeError(
+                f"register_module: module={type(module).__name__} must be a torch.nn.Module"
+            )
+        with self.failsafe("register_module"):
+            inner = _unwrap_compiled(module)
+            if id(module) in self._root_by_module or any(r.inner is inner for r in self._roots):
+                logger.warning("register_module: %s is already registered; ignored", inner._get_name())
+                return
+            root_name = inner._get_name()
+            params = [(f"{root_name}_{n}", p) for n, p in inner.named_parameters()]
+            modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
+            root = _Root(module, inner, root_name, params, modules)
+            root.handles.append(module.register_forward_pre_hook(_no_compile(self.forward_pre_hook)))
+            self._roots.append(root)
+            self._root_by_module[id(module)] = root
+            if self._prepared:
+                self._sync_hooks()
+
+    register_hook = register_module  # smdebug's alias (used by framework integrations)
+
+    def register_loss(self, loss_module: nn.Module) -> None:
+        """Save a loss module's output as ``<LossClass>_output_0`` (the ``losses`` collection)."""
+        if not isinstance(loss_module, nn.Module):
+            raise SMDebugTypeError(
+                f"register_loss: loss_module={type(loss_module).__name__} must be a torch.nn.Module "
+                "(usually a torch.nn.modules.loss._Loss)"
+            )
+        with self.failsafe("register_loss"):
+            if id(loss_module) in self._loss_handles:
+                return
+            name = loss_module._get_name()
+            self._loss_handles[id(loss_module)] = loss_module.register_forward_hook(
+                _no_compile(functools.partial(self._forward_io_hook, name))
+            )
+
+    def _sync_hooks(self) -> None:
+        """Attach forward hooks to the modules, and gradient hooks to the parameters, that some
+        included collection can match (run when collections are prepared or change)."""
+        for root in self._roots:
+            for name, m in root.modules:
+                if id(m) not in self._io_handles and id(m) not in self._loss_handles and self._io_wanted(name):
+                    self._io_handles[id(m)] = m.register_forward_hook(
+                        _no_compile(functools.partial(self._forward_io_hook, name))
+                    )
+            for tname, p in root.params:
+                if (p.requires_grad and id(p) not in self._grad_handles
+                        and self._wanted(GRADIENT_PREFIX + tname)):
+                    self._grad_handles[id(p)] = p.register_post_accumulate_grad_hook(
+                        self._make_grad_hook(GRADIENT_PREFIX + tname)
+                    )
+
+    @property
+    def handles(self) -> list[RemovableHandle]:
+        """Every torch hook this hook has installed and not yet removed."""
+        out = [h for r in self._roots for h in r.handles]
+        out += list(self._loss_handles.values()) + list(self._io_handles.values())
+        return out + list(self._grad_handles.values())
+
+    def remove(self) -> None:
+        """Detach every torch hook; the model trains exactly as without smdebug afterwards."""
+        for h in self.handles:
+            h.remove()
+        for r in self._roots:
+            r.handles.clear()
+        self._loss_handles.clear()
+        self._io_handles.clear()
+        self._grad_handles.clear()
+        self._root_by_module.clear()
+        self._capturing = False
+
+    # -- torch callbacks -------------------------------------------------------------------------
+
+    def forward_pre_hook(self, module: nn.Module, inputs: Any) -> None:
+        """A registered module's forward begins: the previous step ends and a new one starts."""
+        if self.disabled or self._closed:
+            return
+        with self.failsafe("forward_pre_hook"):
+            self.start_step()
+            if self._capturing:
+                root = self._root_by_module.get(id(module))
+                if root is not None:
+                    for tname, p in root.params:
+                        plan = self.plan(tname)
+                        if plan is not None:
+                            self._capture(plan, p)
+
+    def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
+        if not self._capturing:
+            return
+        with self.failsafe("forward_hook"):
+            self._save_io(name, INPUT_SUFFIX, inputs)
+            self._save_io(name, OUTPUT_SUFFIX, outputs)
+
+    def _make_grad_hook(self, grad_name: str):
+        def on_grad_accumulated(param: torch.Tensor) -> None:
+            if not self._capturing:
+                return
+            with self.failsafe("gradient hook"):
+                if param.grad is not None:
+                    plan = self.plan(grad_name)
+                    if plan is not None:
+                        # Several backward passes in one step: the accumulated gradient wins.
+                        self._capture(plan, param.grad, replace=True)
+
+        return on_grad_accumulated
+
+    def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
+        """Save a tensor computed outside modules (e.g. ``F.mse_loss``) as ``<name>_output_<i>``."""
+        if not isinstance(tensor_value, torch.Tensor):
+            raise SMDebugTypeError(f"tensor_value={type(tensor_value).__name__} must be a torch.Tensor")
+        if self._capturing:
+            with self.failsafe("record_tensor_value"):
+                self._save_io(tensor_name, OUTPUT_SUFFIX, tensor_value)
+
+    # -- capture ---------------------------------------------------------------------------------
+
+    def _save_io(self, name: str, suffix: str, value: Any) -> None:
+        key = name + suffix
+        idx = self._io_counts.get(key, 0)
+        for t in _tensors_in(value):
+            plan = self.plan(f"{key}{idx}")
+            idx += 1
+            if plan is not None:
+                self._capture(plan, t)
+        self._io_counts[key] = idx
+
+    def _capture(self, plan: TensorPlan, tensor: torch.Tensor, replace: bool = False) -> None:
+        want_raw = plan.save_raw or (self._tb is not None and (plan.histogram or plan.tb_scalar))
+        self._buffer.capture(plan, tensor, want_raw, replace=replace)
+
+    def _flush_buffer(self) -> None:
+        if len(self._buffer):
+            for plan, raw, reductions, shape in self._buffer.drain():
+                self.write(plan, raw=raw, reductions=reductions, shape=shape)
+
+    # -- steps -----------------------------------------------------------------------------------
+
+    def start_step(self) -> None:
+        self._io_counts.clear()
+        super().start_step()
+        self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
+
+    def end_step(self) -> None:
+        """Write what the step captured (one host transfer for its reductions), then submit it."""
+        self._capturing = False
+        if len(self._buffer):
+            if self.disabled:
+                self._buffer.drain()
+            else:
+                with self.failsafe("end_step"):
+                    self._flush_buffer()
+        super().end_step()
+
+    def disable(self, where: str, error: BaseException) -> None:
+        self._capturing = False
+        super().disable(where, error)
+
+    def _to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, torch.Tensor):
+            return host_copy(value)
+        return super()._to_numpy(value)
+
+    def close(self) -> None:
+        """Write the last step and the end marker, wait for uploads, and detach all torch hooks."""
+        try:
+            super().close()
+        finally:
+            self.remove()
+
+
+__all__ = ["GRADIENT_PREFIX", "Hook"]
