@@ -8,6 +8,7 @@ generated protobuf classes, plus a fast path when the index says where the raw b
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
 
@@ -139,6 +140,15 @@ def to_storable(value: np.ndarray) -> StoredArray:
     raise SMDebugTypeError(f"Numpy Datatype: {dt} is currently not supported")
 
 
+@functools.lru_cache(maxsize=4096)
+def _dims(tag: str, shape: tuple[int, ...]) -> bytes:
+    """TensorShapeProto dims, named '<tag>_<size>' as smdebug names them (same every step)."""
+    return b"".join(
+        _field(b"\x12", (b"\x08" + _varint(d) if d else b"") + _field(b"\x12", f"{tag}_{d}".encode()))
+        for d in shape
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedRecord:
     """One framed record ready to append to an event file, plus what its index entry needs."""
@@ -152,6 +162,7 @@ class EncodedRecord:
     orig_dtype: str | None
 
 
+@functools.lru_cache(maxsize=256)
 def _mode_metadata(mode_value: int, mode_step: int) -> bytes:
     pd_step = _field(b"\x0a", b"mode_step") + _field(b"\x12", str(mode_step).encode())
     pd_mode = _field(b"\x0a", b"mode") + _field(b"\x12", str(mode_value).encode())
@@ -171,10 +182,7 @@ def encode_tensor_record(
     arr = stored.array
     tag_b = tag.encode("utf-8")
     shape = tuple(int(d) for d in arr.shape)
-    dims = b"".join(
-        _field(b"\x12", (b"\x08" + _varint(d) if d else b"") + _field(b"\x12", f"{tag}_{d}".encode()))
-        for d in shape
-    )
+    dims = _dims(tag, shape)
     tp_head = (b"\x08" + _varint(stored.proto_dtype) if stored.proto_dtype else b"") + _field(
         b"\x12", dims
     )
