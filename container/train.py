@@ -16,13 +16,14 @@ import sys
 
 from container.attachers import ATTACHERS, Attacher, Closer
 from container.import_watch import forget, when_imported
+from container.sagemaker_entry import EntryPointError, resolve_train_command
 from smdebug_lite.config.hook_json import HookConfigError, config_file_path, parse_hook_config
 from smdebug_lite.hooks.singleton import USE_SMDEBUG_ENV, smdebug_enabled
 from smdebug_lite.logger import get_logger
 
 logger = get_logger("container.train")
 
-USAGE = "usage: smdebug-train [-m module | script.py] [args...]"
+USAGE = "usage: smdebug-train [-m module | script.py | train] [args...]"
 
 
 def _config_to_use() -> str | None:
@@ -68,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help") or (args[0] == "-m" and len(args) < 2):
         print(USAGE, file=sys.stderr)
         return 2
+    if args == ["train"] and not os.path.isfile("train"):
+        try:
+            args = resolve_train_command()
+        except EntryPointError as e:
+            print(f"smdebug-train: {e}", file=sys.stderr)
+            return 2
     as_module = args[0] == "-m"
     target, rest = (args[1], args[2:]) if as_module else (args[0], args[1:])
     closers: list[Closer] = []
