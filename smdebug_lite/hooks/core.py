@@ -95,6 +95,9 @@ class HookCore:
     framework = "pytorch"
     default_save_interval = 500
     keep_tf_suffix = False
+    # Collections the adapter fills by what a tensor is, not by regex (Keras weights, layers...):
+    # empty regexes there are expected, not a configuration mistake.
+    adapter_collections: frozenset[str] = frozenset()
 
     def __init__(
         self,
@@ -229,7 +232,9 @@ class HookCore:
         for coll in self._included:
             if not coll.include_regex and not coll.tensor_names and coll.name not in (
                 CollectionKeys.ALL, CollectionKeys.DEFAULT
-            ) and coll.name not in self._warned_unmatched:
+            ) and coll.name not in self._warned_unmatched and (
+                coll.name not in self.adapter_collections
+            ):
                 self._warned_unmatched.add(coll.name)
                 logger.warning(
                     "Collection %r is included but has neither include_regex nor tensor names, so "

@@ -1,0 +1,1 @@
+"""Helpers for analysing trials: refresh control and argument parsing."""

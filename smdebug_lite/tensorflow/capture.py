@@ -1,0 +1,211 @@
+"""Getting tensors out of compiled Keras steps.
+
+Keras 3 runs ``fit``/``evaluate``/``predict`` steps as ``tf.function`` (maybe XLA) graphs, so a
+Python callback only ever sees gradients and layer outputs as symbolic tensors while the step is
+traced. smdebug's TF2 hook could therefore not save them in ``fit``. Here the hook builds a
+second, *instrumented* step function whose trace records the wanted tensors (gradients at the
+optimizer's ``apply``, layer inputs/outputs at each layer's ``call``) and returns them as extra
+outputs. On steps that save such tensors the model's ``<kind>_function`` is swapped for the
+instrumented one; every other step runs Keras' own function untouched, so non-saving steps cost
+nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import tensorflow as tf
+
+if TYPE_CHECKING:
+    from smdebug_lite.tensorflow.keras_hook import KerasHook
+
+KINDS = ("train", "test", "predict")
+
+
+class Capture:
+    """Tensors recorded while one instrumented step is traced (or run eagerly)."""
+
+    def __init__(self, hook: KerasHook, kind: str) -> None:
+        self.hook = hook
+        self.kind = kind
+        self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        self.tensors: dict[str, tf.Tensor] = {}
+
+    def add(self, name: str, value: Any) -> None:
+        if name in self.tensors or not self.hook._wants(name):
+            return
+        if isinstance(value, tf.IndexedSlices):
+            value = tf.convert_to_tensor(value)
+        if not isinstance(value, tf.Tensor):
+            return
+        # Tensors made inside a nested control-flow graph (an RNN cell in a while loop) cannot
+        # leave the step function; they are skipped rather than breaking the trace.
+        if self.graph is not None and getattr(value, "graph", None) is not self.graph:
+            return
+        self.tensors[name] = value
+
+
+@dataclass
+class StepFunctions:
+    """Keras' own step function for one kind, a thin wrapper of it that keeps the step's
+    outputs (the batch logs), and the instrumented variant."""
+
+    plain: Any = None
+    recorder: Any = None
+    runner: Any = None
+    names: set[str] | None = None  # what the instrumented trace captured; None until traced
+    failed: bool = False
+
+
+def build_recorder(hook: KerasHook, fns: StepFunctions):
+    """Keras' own function, keeping a reference to what it returns (no copy, no device sync):
+    the hook reads the batch logs when the step is finished, only if it saves them."""
+    plain = fns.plain
+
+    def recorder(*args, **kwargs):
+        outputs = plain(*args, **kwargs)
+        hook._step_outputs = outputs
+        return outputs
+
+    recorder._smd_runner = True  # type: ignore[attr-defined]
+    return recorder
+
+
+def tensors_of(value: Any) -> list[tf.Tensor]:
+    return [t for t in tf.nest.flatten(value) if isinstance(t, (tf.Tensor, tf.IndexedSlices))]
+
+
+def patch_layer(layer, hook: KerasHook, is_root: bool) -> bool:
+    """Route ``layer.call`` through the hook; False if it was already patched."""
+    if "_smd_original_call" in layer.__dict__:
+        return False
+    original = layer.call
+
+    @functools.wraps(original)
+    def call(*args, **kwargs):
+        outputs = original(*args, **kwargs)
+        hook._on_layer_call(layer, is_root, args, kwargs, outputs)
+        return outputs
+
+    object.__setattr__(layer, "_smd_original_call", original)
+    object.__setattr__(layer, "call", call)
+    return True
+
+
+def unpatch_layer(layer) -> None:
+    if "_smd_original_call" in layer.__dict__:
+        layer.__dict__.pop("call", None)
+        layer.__dict__.pop("_smd_original_call", None)
+
+
+def patch_optimizer(optimizer, hook: KerasHook) -> bool:
+    """Route ``optimizer.apply`` (which ``apply_gradients`` calls) through the hook."""
+    if optimizer is None or "_smd_original_apply" in optimizer.__dict__:
+        return False
+    original = optimizer.apply
+
+    @functools.wraps(original)
+    def apply(grads, trainable_variables=None, *args, **kwargs):
+        variables = trainable_variables
+        if variables is None:
+            variables = getattr(optimizer, "_trainable_variables", None)
+        hook._on_apply_gradients(optimizer, grads, variables)
+        return original(grads, trainable_variables, *args, **kwargs)
+
+    object.__setattr__(optimizer, "_smd_original_apply", original)
+    object.__setattr__(optimizer, "apply", apply)
+    return True
+
+
+def unpatch_optimizer(optimizer) -> None:
+    if optimizer is not None and "_smd_original_apply" in optimizer.__dict__:
+        optimizer.__dict__.pop("apply", None)
+        optimizer.__dict__.pop("_smd_original_apply", None)
+
+
+def install_step_dispatcher(model, kind: str, hook: KerasHook) -> None:
+    """Make ``model.<kind>_step`` capture tensors when (and only when) the instrumented function
+    is being traced. Keras' own function keeps calling the original step."""
+    attr = f"{kind}_step"
+    if f"_smd_original_{attr}" in model.__dict__:
+        return
+    had_own = attr in model.__dict__
+    original = getattr(model, attr)
+
+    def step(data):
+        if hook._trace_kind != kind:
+            return original(data)
+        cap = Capture(hook, kind)
+        previous, hook._capture = hook._capture, cap
+        try:
+            outputs = original(data)
+        finally:
+            hook._capture = previous
+        hook._capture_data(cap, kind, data)
+        return outputs, dict(cap.tensors)
+
+    object.__setattr__(model, f"_smd_original_{attr}", (original, had_own))
+    object.__setattr__(model, attr, step)
+
+
+def remove_step_dispatcher(model, kind: str) -> None:
+    attr = f"{kind}_step"
+    saved = model.__dict__.pop(f"_smd_original_{attr}", None)
+    if saved is None:
+        return
+    original, had_own = saved
+    if had_own:
+        object.__setattr__(model, attr, original)
+    else:
+        model.__dict__.pop(attr, None)
+
+
+def build_runner(model, kind: str, hook: KerasHook, fns: StepFunctions):
+    """Compile the instrumented ``<kind>_function`` and wrap it so that it hands the captured
+    tensors to the hook and returns exactly what Keras' own function returns."""
+    attr = f"{kind}_function"
+    make = getattr(model, f"make_{kind}_function")
+    try:
+        make(force=True)
+        instrumented = getattr(model, attr)
+    finally:
+        setattr(model, attr, fns.plain)
+
+    def runner(*args, **kwargs):
+        hook._trace_kind = kind
+        try:
+            result = instrumented(*args, **kwargs)
+        except Exception as error:
+            if fns.names is not None:
+                raise  # it worked before: a real training error, not ours
+            fns.failed = True
+            hook._instrumentation_failed(kind, error)
+            return fns.recorder(*args, **kwargs)
+        finally:
+            hook._trace_kind = None
+        outputs, captured = result
+        fns.names = set(captured)
+        hook._captured.update(captured)
+        hook._step_outputs = outputs
+        return outputs
+
+    runner._smd_runner = True  # type: ignore[attr-defined]
+    return runner
+
+
+__all__ = [
+    "KINDS",
+    "Capture",
+    "StepFunctions",
+    "build_recorder",
+    "build_runner",
+    "install_step_dispatcher",
+    "patch_layer",
+    "patch_optimizer",
+    "remove_step_dispatcher",
+    "tensors_of",
+    "unpatch_layer",
+    "unpatch_optimizer",
+]

@@ -1,0 +1,652 @@
+"""The Keras 3 / TensorFlow 2 hook: a Keras callback over the framework-agnostic HookCore.
+
+Steps are Keras batches (``on_<train|test|predict>_batch_begin``), in TRAIN, EVAL (evaluate and
+validation during fit) or PREDICT mode. Weights, biases and optimizer variables are read before
+the step runs (the values the step's forward pass and gradients used, as in the PyTorch hook);
+gradients and layer tensors come from an instrumented step function (see ``capture.py``);
+losses and metrics from the batch logs. Custom training loops use ``wrap_tape`` /
+``save_gradients`` / ``wrap_optimizer`` / ``register_model`` in eager mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from smdebug_lite.config.collection import Collection, CollectionKeys
+from smdebug_lite.config.hook_json import parse_hook_config
+from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.hooks.core import HookCore, TensorPlan, to_numpy_value
+from smdebug_lite.logger import get_logger
+from smdebug_lite.modes import ModeKeys
+from smdebug_lite.tensorflow import capture as cap
+from smdebug_lite.tensorflow.naming import (
+    gradient_name,
+    indexed_names,
+    layer_tensor_prefix,
+    log_key_collection,
+    variable_name,
+)
+from smdebug_lite.tensorflow.reductions import tf_reductions
+
+logger = get_logger(__name__)
+
+K = CollectionKeys
+# Built-in collections whose membership the hook decides (by what a tensor is), never their
+# regexes: a layer called "bias_add" must not land in "biases".
+_ROLE_ONLY = frozenset({K.WEIGHTS, K.BIASES, K.GRADIENTS, K.LAYERS, K.OPTIMIZER_VARIABLES})
+# Collections whose tensors only exist inside the step function.
+_CAPTURED_ROLES = frozenset({K.GRADIENTS, K.LAYERS, K.INPUTS, K.OUTPUTS})
+# Collections whose tensors the hook finds outside the step function.
+_OUTSIDE_ROLES = frozenset({K.WEIGHTS, K.BIASES, K.OPTIMIZER_VARIABLES, K.LOSSES, K.METRICS,
+                            K.SM_METRICS})
+_MODE_OF_KIND = {"train": ModeKeys.TRAIN, "test": ModeKeys.EVAL, "predict": ModeKeys.PREDICT}
+
+
+def _python_logs(outputs: dict) -> dict[str, float]:
+    """Scalar entries of a step's output dict as floats (what Keras shows as batch logs)."""
+    logs = {}
+    for key, value in outputs.items():
+        try:
+            arr = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+        except Exception:
+            continue
+        if arr.size == 1 and arr.dtype.kind in "biuf":
+            logs[key] = float(arr.reshape(-1)[0])
+    return logs
+
+
+class KerasHook(HookCore, keras.callbacks.Callback):
+    """Save tensors of a Keras model: ``model.fit(..., callbacks=[hook])``."""
+
+    framework = "tensorflow"
+    keep_tf_suffix = True
+    adapter_collections = _ROLE_ONLY | _CAPTURED_ROLES | _OUTSIDE_ROLES
+
+    def __init__(
+        self,
+        out_dir: str,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        include_collections: str | Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+    ) -> None:
+        HookCore.__init__(
+            self, out_dir, export_tensorboard=export_tensorboard, tensorboard_dir=tensorboard_dir,
+            dry_run=dry_run, reduction_config=reduction_config, save_config=save_config,
+            include_regex=include_regex, include_collections=include_collections,
+            save_all=save_all, include_workers=include_workers)
+        keras.callbacks.Callback.__init__(self)
+        self._roles: dict[str, str] = {}
+        self._layer_of: dict[str, str] = {}
+        self._layer_patterns: tuple[list[str], list[re.Pattern[str]]] = ([], [])
+        self._written: set[str] = set()
+        self._captured: dict[str, tf.Tensor] = {}
+        self._step_outputs: Any = None
+        self._step_open = False
+        self._capture: cap.Capture | None = None
+        self._trace_kind: str | None = None
+        self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
+        self._loops: list[str] = []  # Keras loops in progress: ["train", "test"] in validation
+        self._attached: Any = None
+        self._patched_layers: list = []
+        self._patched_optimizers: list = []
+        self._registered_models: list = []
+        self._warned: set[str] = set()
+
+    # -- construction from the hook JSON ----------------------------------------------------
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | None = None) -> KerasHook:
+        """Build the hook SageMaker's DebugHookConfig describes (FileNotFoundError if none)."""
+        settings = parse_hook_config(json_file_path)
+        hook = cls(**settings.hook_kwargs())
+        settings.apply_to(hook.collection_manager)
+        return hook
+
+    hook_from_config = create_from_json_file
+
+    # -- workers ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _tf_config() -> dict:
+        try:
+            return json.loads(os.environ.get("TF_CONFIG") or "{}")
+        except json.JSONDecodeError:
+            return {}
+
+    @staticmethod
+    def _horovod():
+        hvd = sys.modules.get("horovod.tensorflow") or sys.modules.get("horovod.tensorflow.keras")
+        try:
+            return hvd if hvd is not None and hvd.size() > 0 else None
+        except Exception:  # not initialized
+            return None
+
+    def _worker_name(self) -> str:
+        hvd = self._horovod()
+        if hvd is not None:
+            return f"worker_{hvd.rank()}"
+        config = self._tf_config()
+        task, cluster = config.get("task") or {}, config.get("cluster") or {}
+        if task and sum(len(v) for v in cluster.values()) > 1:
+            return f"{task.get('type', 'worker')}_{task.get('index', 0)}"
+        return "worker_0"
+
+    def _num_workers(self) -> int:
+        hvd = self._horovod()
+        if hvd is not None:
+            return int(hvd.size())
+        cluster = self._tf_config().get("cluster") or {}
+        n = sum(len(cluster.get(k, [])) for k in ("chief", "worker"))
+        return max(n, 1)
+
+    def _chief_worker_name(self) -> str:
+        cluster = self._tf_config().get("cluster") or {}
+        return "chief_0" if cluster.get("chief") and self._horovod() is None else "worker_0"
+
+    # -- which collections a tensor belongs to -------------------------------------------------
+
+    def _set_role(self, name: str, collection: str) -> None:
+        if self._roles.get(name) != collection:
+            self._roles[name] = collection
+            self._match_cache.pop(name, None)
+
+    def _variable_role(self, name: str) -> str:
+        biases = self.collection_manager.get(K.BIASES, create_if_not_exists=True)
+        return K.BIASES if biases.matches(name) else K.WEIGHTS
+
+    def _layer_regexes(self, coll: Collection) -> list[re.Pattern[str]]:
+        regexes, patterns = self._layer_patterns
+        if regexes != coll.include_regex:
+            patterns = [re.compile(r) for r in coll.include_regex]
+            self._layer_patterns = (list(coll.include_regex), patterns)
+        return patterns
+
+    def _matching(self, name: str) -> list[Collection]:
+        found = self._match_cache.get(name)
+        if found is not None:
+            return found
+        role = self._roles.get(name)
+        found = []
+        for c in self._included:
+            if c.name in _ROLE_ONLY:
+                ok = role == c.name or name in c.tensor_names
+                if ok and c.name == K.LAYERS and c.include_regex and name not in c.tensor_names:
+                    layer = self._layer_of.get(name, "")
+                    ok = any(p.search(name) or p.search(layer) for p in self._layer_regexes(c))
+            else:
+                ok = role == c.name or c.matches(name)
+            if ok:
+                found.append(c)
+        self._match_cache[name] = found
+        return found
+
+    def _wants(self, name: str) -> bool:
+        """Could `name` be saved in some step (schedule ignored)? Decides what gets captured."""
+        if self.disabled:
+            return False
+        if not self._prepared:
+            self._prepare_collections()
+        return bool(self._matching(name))
+
+    def _may_capture(self) -> bool:
+        """Whether any included collection can hold a tensor that exists only inside a step."""
+        if not self._prepared:
+            self._prepare_collections()
+        for c in self._included:
+            if c.name in _CAPTURED_ROLES:
+                return True
+            if c.name not in _OUTSIDE_ROLES and (c.include_regex or c.tensor_names):
+                return True
+        return False
+
+    def _step_needs_capture(self, fns: cap.StepFunctions) -> bool:
+        if fns.failed:
+            return False
+        if fns.names is not None:
+            return any(
+                any(id(c) in self._saving_ids for c in self._matching(n)) for n in fns.names)
+        for c in self._saving:
+            if c.name in _CAPTURED_ROLES:
+                return True
+            if c.name not in _OUTSIDE_ROLES and (c.include_regex or c.tensor_names):
+                return True
+        return False
+
+    def _report_unmatched(self, first_only: bool) -> None:
+        # metrics, losses and sm_metrics are always included; a model compiled without metrics,
+        # a predict-only run or no save_scalar(..., sm_metric=True) leaves them empty, which is
+        # normal, not a configuration mistake worth a warning.
+        for name in (K.METRICS, K.LOSSES, K.SM_METRICS):
+            coll = self.collection_manager.get(name, create_if_not_exists=True)
+            if not coll.include_regex:
+                self._warned_unmatched.add(name)
+        super()._report_unmatched(first_only)
+
+    # -- steps ----------------------------------------------------------------------------------
+
+    def _begin(self) -> None:
+        super()._begin()
+        self._written.clear()
+        self._captured = {}
+        self._step_outputs = None
+
+    def _write_tf(self, name: str, value: Any) -> None:
+        """Save a TF tensor or variable under `name` if this step wants it (once per step)."""
+        if name in self._written:
+            return
+        plan = self.plan(name)
+        if plan is None:
+            return
+        self._written.add(name)
+        tensor = self._as_tensor(value)
+        need_raw = plan.save_raw or (plan.histogram and self._tb is not None)
+        raw = tensor.numpy() if need_raw else None
+        self.write(plan, raw=raw, reductions=tf_reductions(tensor, plan.reductions),
+                   shape=tuple(int(d) for d in tensor.shape))
+
+    @staticmethod
+    def _as_tensor(value: Any) -> tf.Tensor:
+        if isinstance(value, tf.IndexedSlices):
+            return tf.convert_to_tensor(value)
+        if isinstance(value, keras.Variable):
+            return tf.convert_to_tensor(value.value)
+        if isinstance(value, tf.Variable):
+            return tf.convert_to_tensor(value)
+        if isinstance(value, tf.Tensor):
+            return value
+        return tf.convert_to_tensor(np.asarray(value))
+
+    def _to_numpy(self, value) -> np.ndarray:
+        if isinstance(value, (tf.Tensor, tf.Variable, tf.IndexedSlices, keras.Variable)):
+            return np.asarray(self._as_tensor(value).numpy())
+        return super()._to_numpy(value)
+
+    def _save_variables(self, model) -> None:
+        """Weights, biases and optimizer variables, read before the step updates them."""
+        for v in model.weights:
+            name = variable_name(v)
+            self._set_role(name, self._variable_role(name))
+            self._write_tf(name, v)
+        optimizer = getattr(model, "optimizer", None)
+        if optimizer is not None and self.mode == ModeKeys.TRAIN:
+            for v in getattr(optimizer, "variables", []):
+                name = variable_name(v)
+                self._set_role(name, K.OPTIMIZER_VARIABLES)
+                self._write_tf(name, v)
+
+    def _save_logs(self, logs: dict | None, keys: Iterable[str] | None = None) -> None:
+        for key, value in (logs or {}).items():
+            if keys is not None and key not in keys:
+                continue
+            if key == "outputs" or not isinstance(value, (int, float, np.number, np.ndarray, tf.Tensor)):
+                continue
+            self._set_role(key, log_key_collection(key))
+            plan = self.plan(key)
+            if plan is not None and key not in self._written:
+                self._written.add(key)
+                arr = self._to_numpy(value) if isinstance(value, tf.Tensor) else to_numpy_value(value)
+                self.write(plan, raw=np.array(arr, copy=True), shape=arr.shape)
+
+    def _force_save_logs(self, logs: dict | None, keys: list[str]) -> None:
+        """Save epoch-level values (``val_loss``...) into the current step whatever the step
+        schedule says, as smdebug did; a collection configured off (end_step=0) stays off."""
+        if not keys or self.step < 0 or self.disabled:
+            return
+        if not self._prepared:
+            self._prepare_collections()
+        wrote = False
+        for key in keys:
+            value = logs[key]
+            if not isinstance(value, (int, float, np.number)):
+                continue
+            self._set_role(key, log_key_collection(key))
+            colls = [c for c in self._matching(key)
+                     if c.save_config.get_save_config(self.mode).end_step != 0]
+            if not colls:
+                continue
+            for c in colls:
+                c.add_tensor_name(key)
+                self._matched.add(c.name)
+            if self.writes and self._step_writer is None:
+                self._scalar_writer()
+            arr = to_numpy_value(value)
+            self.write(TensorPlan(key, save_raw=True, tb_scalar=True, collections=colls),
+                       raw=arr, shape=arr.shape)
+            wrote = True
+        if wrote:
+            self.end_step()
+
+    # -- tensors reported from inside steps -------------------------------------------------------
+
+    def _capturing_eagerly(self) -> bool:
+        """Outside Keras' loops, eager calls in a saving step are written directly."""
+        return (not self._loops and self.saving_this_step and not self.disabled
+                and tf.executing_eagerly())
+
+    def _record(self, name: str, value: Any) -> None:
+        if self._capture is not None:
+            self._capture.add(name, value)
+        elif self._capturing_eagerly() and isinstance(value, (tf.Tensor, tf.IndexedSlices)):
+            self._write_tf(name, value)
+
+    def _on_layer_call(self, layer, is_root: bool, args, kwargs, outputs) -> None:
+        if self._capture is None and not self._capturing_eagerly():
+            return
+        with self.failsafe("layer call"):
+            inputs = args[0] if args else kwargs.get("inputs")
+            ins, outs = cap.tensors_of(inputs), cap.tensors_of(outputs)
+            if is_root:
+                for n, t in zip(indexed_names("predictions", len(outs)), outs, strict=True):
+                    self._set_role(n, K.OUTPUTS)
+                    self._record(n, t)
+                return
+            for kind, tensors in (("input", ins), ("output", outs)):
+                prefix = layer_tensor_prefix(layer.name, kind)
+                for n, t in zip(indexed_names(prefix, len(tensors)), tensors, strict=True):
+                    self._set_role(n, K.LAYERS)
+                    self._layer_of[n] = layer.name
+                    self._record(n, t)
+
+    def _on_apply_gradients(self, optimizer, grads, variables) -> None:
+        if self._capture is None and not self._capturing_eagerly():
+            return
+        with self.failsafe("optimizer.apply"):
+            grads, variables = list(grads), list(variables or [])
+            scale = getattr(optimizer, "dynamic_scale", None)  # LossScaleOptimizer: unscale
+            for g, v in zip(grads, variables, strict=False):
+                if g is None:
+                    continue
+                name = gradient_name(v)
+                self._set_role(name, K.GRADIENTS)
+                if scale is not None and isinstance(g, tf.Tensor):
+                    g = g / tf.cast(scale, g.dtype)
+                self._record(name, g)
+
+    def _capture_data(self, capture: cap.Capture, kind: str, data) -> None:
+        """Model inputs (``inputs``) and labels (``labels``) of an instrumented step."""
+        with self.failsafe("step data"):
+            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+            for role, prefix, value in ((K.INPUTS, "inputs", x), (K.OUTPUTS, "labels", y)):
+                tensors = cap.tensors_of(value)
+                for n, t in zip(indexed_names(prefix, len(tensors)), tensors, strict=True):
+                    self._set_role(n, role)
+                    capture.add(n, t)
+
+    def _instrumentation_failed(self, kind: str, error: BaseException) -> None:
+        logger.error(
+            "smdebug-lite could not build the instrumented Keras %s step (%s: %s); gradients and "
+            "layer tensors will not be saved in this mode, everything else still is",
+            kind, type(error).__name__, error)
+
+    # -- attaching to a model -------------------------------------------------------------------
+
+    def _enter_keras(self, kind: str) -> None:
+        if self._loops and (kind == "train" or self._loops[-1] != "train"):
+            # Only validation nests (evaluate inside fit). Anything else means a loop that
+            # raised never reached its *_end callback: start clean.
+            self._finish_step()
+            self._safe_detach()
+        self._loops.append(kind)
+        if len(self._loops) > 1 or self.model is None:
+            return
+        model = self.model
+        self._attached = model
+        for v in model.weights:
+            name = variable_name(v)
+            self._set_role(name, self._variable_role(name))
+        if self._may_capture():
+            self._patch_model(model)
+            for k in cap.KINDS:
+                cap.install_step_dispatcher(model, k, self)
+
+    def _patch_model(self, model) -> None:
+        layers = model._flatten_layers(include_self=True, recursive=True)
+        for layer in layers:
+            if cap.patch_layer(layer, self, is_root=layer is model):
+                self._patched_layers.append(layer)
+        optimizer = getattr(model, "optimizer", None)
+        if cap.patch_optimizer(optimizer, self):
+            self._patched_optimizers.append(optimizer)
+
+    def _exit_keras(self, kind: str) -> None:
+        self._finish_step()
+        model = self._attached
+        if model is not None:
+            fns = self._functions.get((id(model), kind))
+            if fns is not None and fns.plain is not None:
+                setattr(model, f"{kind}_function", fns.plain)
+        if self._loops:
+            self._loops.pop()
+        if not self._loops:
+            self._detach()
+
+    def _detach(self) -> None:
+        model, self._attached = self._attached, None
+        if model is not None:
+            for (mid, kind), fns in self._functions.items():
+                if mid == id(model) and fns.plain is not None:
+                    if getattr(getattr(model, f"{kind}_function", None), "_smd_runner", False):
+                        setattr(model, f"{kind}_function", fns.plain)
+            for k in cap.KINDS:
+                cap.remove_step_dispatcher(model, k)
+        keep = {id(m) for m in self._registered_models}
+        for layer in self._patched_layers:
+            if id(layer) not in keep:
+                cap.unpatch_layer(layer)
+        self._patched_layers = [ly for ly in self._patched_layers if id(ly) in keep]
+        for optimizer in self._patched_optimizers:
+            if id(optimizer) not in keep:
+                cap.unpatch_optimizer(optimizer)
+        self._patched_optimizers = [o for o in self._patched_optimizers if id(o) in keep]
+
+    def _select_function(self, kind: str) -> None:
+        """Run this step with the instrumented function only if it saves captured tensors."""
+        model = self._attached
+        if model is None:
+            return
+        attr = f"{kind}_function"
+        current = getattr(model, attr, None)
+        if current is None:
+            return
+        fns = self._functions.setdefault((id(model), kind), cap.StepFunctions())
+        if not getattr(current, "_smd_runner", False) and current is not fns.plain:
+            fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
+            fns.recorder = cap.build_recorder(self, fns)
+        target = fns.recorder
+        if (f"_smd_original_{kind}_step" in model.__dict__ and self.saving_this_step
+                and self._step_needs_capture(fns)):
+            if fns.runner is None:
+                fns.runner = cap.build_runner(model, kind, self, fns)
+            target = fns.runner
+        if current is not target:
+            setattr(model, attr, target)
+
+    # -- Keras callback interface -------------------------------------------------------------------
+    #
+    # Only *_begin methods are implemented: where Keras dispatches batch ends asynchronously
+    # (backends it deems thread safe), a callback with batch-end methods turns that off and
+    # syncs the device every step. A step is finished at the next batch's begin, or when its
+    # loop ends, from the step function's outputs (kept by a thin wrapper) and the captured
+    # tensors; the logs are read from the device only for steps that save them.
+
+    def _batch_begin(self, kind: str) -> None:
+        if self.disabled:
+            return
+        with self.failsafe(f"on_{kind}_batch_begin"):
+            self._finish_step()
+            self.set_mode(_MODE_OF_KIND[kind])
+            self.start_step()
+            self._step_open = True
+            if self.saving_this_step and self._attached is not None:
+                self._save_variables(self._attached)
+            self._select_function(kind)
+
+    def _finish_step(self) -> None:
+        """Write what the step that just ran produced: captured tensors and its batch logs."""
+        if not self._step_open:
+            return
+        self._step_open = False
+        captured, self._captured = self._captured, {}
+        outputs, self._step_outputs = self._step_outputs, None
+        if self.saving_this_step and not self.disabled:
+            for name, tensor in captured.items():
+                self._write_tf(name, tensor)
+            if isinstance(outputs, dict) and self.mode != ModeKeys.PREDICT:
+                self._save_logs(_python_logs(outputs))
+        self.end_step()
+
+    def _mode_begin(self, kind: str) -> None:
+        if self.disabled:
+            return
+        with self.failsafe(f"on_{kind}_begin"):
+            self._finish_step()  # validation begins: the last training step is complete
+            self._enter_keras(kind)
+
+    def _mode_end(self, kind: str) -> None:
+        if self.disabled:
+            self._safe_detach()
+            return
+        with self.failsafe(f"on_{kind}_end"):
+            self._exit_keras(kind)
+
+    def on_train_begin(self, logs=None):
+        self._mode_begin("train")
+
+    def on_train_end(self, logs=None):
+        self._mode_end("train")
+
+    def on_test_begin(self, logs=None):
+        self._mode_begin("test")
+
+    def on_test_end(self, logs=None):
+        self._mode_end("test")
+
+    def on_predict_begin(self, logs=None):
+        self._mode_begin("predict")
+
+    def on_predict_end(self, logs=None):
+        self._mode_end("predict")
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self._batch_begin("train")
+
+    def on_test_batch_begin(self, batch, logs=None):
+        self._batch_begin("test")
+
+    def on_predict_batch_begin(self, batch, logs=None):
+        self._batch_begin("predict")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self.disabled:
+            return
+        with self.failsafe("on_epoch_end"):
+            self._finish_step()
+            self._force_save_logs(logs, [k for k in (logs or {}) if k.startswith("val_")])
+
+    # -- custom training loops (eager) --------------------------------------------------------------
+
+    def wrap_tape(self, tape: tf.GradientTape) -> tf.GradientTape:
+        """Make `tape` start a step when entered and save what ``tape.gradient`` computes:
+        gradients, the variables' values (before the optimizer updates them) and a scalar
+        target as ``loss``. Works when the step runs eagerly."""
+        from smdebug_lite.tensorflow.tape import hook_tape
+
+        return hook_tape(tape, self)
+
+    def wrap_optimizer(self, optimizer):
+        """Save gradients whenever ``optimizer.apply``/``apply_gradients`` runs eagerly."""
+        with self.failsafe("wrap_optimizer"):
+            if cap.patch_optimizer(optimizer, self):
+                self._patched_optimizers.append(optimizer)
+                self._registered_models.append(optimizer)
+        return optimizer
+
+    def register_model(self, model) -> None:
+        """Save layer inputs/outputs (and model predictions) of eager calls of `model` in custom
+        loops. ``fit``/``evaluate``/``predict`` need no registration."""
+        with self.failsafe("register_model"):
+            for v in model.weights:
+                name = variable_name(v)
+                self._set_role(name, self._variable_role(name))
+            for layer in model._flatten_layers(include_self=True, recursive=True):
+                if cap.patch_layer(layer, self, is_root=layer is model):
+                    self._patched_layers.append(layer)
+                self._registered_models.append(layer)
+
+    def _tape_step_begin(self) -> None:
+        if self.mode == ModeKeys.GLOBAL:
+            self.set_mode(ModeKeys.TRAIN)
+        self.start_step()
+
+    def _tape_gradient(self, target, sources, grads) -> None:
+        if not tf.executing_eagerly():
+            if "tape-graph" not in self._warned:
+                self._warned.add("tape-graph")
+                logger.warning("wrap_tape: tape.gradient ran inside a tf.function, where values "
+                               "are symbolic; return the gradients from the function and call "
+                               "hook.save_gradients(grads, variables) outside it")
+            return
+        self.save_gradients(tf.nest.flatten(grads), tf.nest.flatten(sources))
+        if isinstance(target, tf.Tensor) and target.shape.num_elements() == 1:
+            self._set_role("loss", K.LOSSES)
+            self._write_tf("loss", target)
+
+    def save_gradients(self, grads, variables=None) -> None:
+        """Save gradients (and the variables' current values) in the current step:
+        ``save_gradients(grads, variables)`` or ``save_gradients(zip(grads, variables))``."""
+        with self.failsafe("save_gradients"):
+            if variables is None:
+                pairs = list(grads)
+            else:
+                pairs = list(zip(grads, variables, strict=False))
+            for g, v in pairs:
+                if not isinstance(v, (tf.Variable, keras.Variable)):
+                    continue
+                wname = variable_name(v)
+                self._set_role(wname, self._variable_role(wname))
+                self._write_tf(wname, v)
+                if g is not None:
+                    gname = gradient_name(v)
+                    self._set_role(gname, K.GRADIENTS)
+                    self._write_tf(gname, g)
+
+    # -- shutdown -----------------------------------------------------------------------------------
+
+    def _safe_detach(self) -> None:
+        try:
+            self._loops = []
+            self._registered_models = []
+            self._detach()
+        except Exception as e:  # never let cleanup break training
+            logger.warning("smdebug-lite could not restore the Keras model: %s", e)
+
+    def disable(self, where: str, error: BaseException) -> None:
+        """After an internal error the model runs exactly as Keras built it."""
+        super().disable(where, error)
+        self._safe_detach()
+
+    def close(self) -> None:
+        if not self.disabled:
+            with self.failsafe("close"):
+                self._finish_step()
+        self._safe_detach()
+        super().close()
+
+
+__all__ = ["KerasHook"]

@@ -1,0 +1,68 @@
+"""Reductions computed with TensorFlow ops where the tensor lives (GPU tensors stay on the GPU;
+only the scalar results are copied to the host, in one transfer per tensor).
+
+Semantics are those of every smdebug-lite hook (``hooks/numpy_reductions.py``): variance and std
+are unbiased (ddof=1, as torch computes them), l1/l2 norms are over the flattened tensor, the
+mean of an integer tensor is float64. smdebug's TF hook computed them with numpy instead (ddof=0,
+and 2-D "norms" were matrix norms), which disagreed with its own PyTorch hook.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from smdebug_lite.hooks.numpy_reductions import compute as numpy_reduction
+
+_FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
+
+
+def _one(flat: tf.Tensor, reduction: str) -> tf.Tensor:
+    if reduction == "min":
+        return tf.reduce_min(flat)
+    if reduction == "max":
+        return tf.reduce_max(flat)
+    if reduction == "mean":
+        return tf.reduce_mean(flat)
+    if reduction == "sum":
+        return tf.reduce_sum(flat)
+    if reduction == "prod":
+        return tf.reduce_prod(flat)
+    if reduction in ("variance", "std"):
+        n = tf.cast(tf.size(flat), flat.dtype)
+        var = tf.math.reduce_variance(flat) * n / (n - 1.0)  # n == 1 gives nan, as torch does
+        return var if reduction == "variance" else tf.sqrt(var)
+    if reduction == "l1":
+        return tf.reduce_sum(tf.abs(flat))
+    if reduction == "l2":
+        return tf.sqrt(tf.reduce_sum(tf.square(flat)))
+    raise ValueError(f"reduction={reduction!r} is not supported")
+
+
+def tf_reductions(
+    tensor: tf.Tensor, pairs: list[tuple[str, bool]]
+) -> dict[tuple[str, bool], np.ndarray]:
+    """{(reduction, abs): 0-d array} for a float tensor; other dtypes go through numpy."""
+    if not pairs:
+        return {}
+    if tensor.dtype not in _FLOATS:
+        arr = tensor.numpy()
+        return {pair: numpy_reduction(arr, *pair) for pair in pairs}
+    dtype = tensor.dtype
+    # Half types accumulate in float32 (TF's own reductions would overflow or lose precision).
+    x = tf.cast(tensor, tf.float32) if dtype in (tf.float16, tf.bfloat16) else tensor
+    flat = tf.reshape(x, [-1])
+    absolute = None
+    values = []
+    for reduction, is_abs in pairs:
+        if is_abs:
+            if absolute is None:
+                absolute = tf.abs(flat)
+            values.append(_one(absolute, reduction))
+        else:
+            values.append(_one(flat, reduction))
+    stacked = tf.cast(tf.stack(values), dtype).numpy()  # a single device-to-host copy
+    return {pair: np.asarray(stacked[i]) for i, pair in enumerate(pairs)}
+
+
+__all__ = ["tf_reductions"]

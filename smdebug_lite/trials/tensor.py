@@ -1,0 +1,311 @@
+"""`Tensor`: one tensor name of a trial, across steps, modes and workers.
+
+A tensor holds no per-step objects of its own: the trial keeps one `StepIndex` per (step,
+worker) and a tensor looks itself up there. Its list of steps is computed once per refresh.
+"""
+
+from __future__ import annotations
+
+import bisect
+from enum import Enum
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from smdebug_lite.exceptions import (
+    InvalidWorker,
+    NoMoreData,
+    ShapeUnavailableForStep,
+    SMDebugNotImplementedError,
+    StepNotYetAvailable,
+    StepUnavailable,
+    TensorUnavailableForStep,
+)
+from smdebug_lite.index import StepIndex, entry_shape
+from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys, parse_mode
+from smdebug_lite.reductions import check_reduction_name, compute_reduction
+from smdebug_lite.trials.value_reader import NoRawValue
+
+if TYPE_CHECKING:
+    from smdebug_lite.trials.trial import Trial
+
+GLOBAL = ModeKeys.GLOBAL
+
+
+class StepState(Enum):
+    UNAVAILABLE = 0
+    AVAILABLE = 1
+    NOT_YET_AVAILABLE = 2
+
+
+def as_mode(mode: object) -> ModeKeys:
+    """A ModeKeys from ours, from any enum with the same member names (e.g. smdebug's), a name
+    or an int value."""
+    if mode.__class__ is ModeKeys:
+        return mode  # type: ignore[return-value]
+    name = getattr(mode, "name", None)
+    if isinstance(mode, Enum) and name in ALLOWED_MODE_NAMES:
+        return ModeKeys[name]
+    return parse_mode(mode)
+
+
+class Tensor:
+    def __init__(self, name: str, trial: Trial) -> None:
+        self.name = name
+        self.original_name: str | None = None
+        self.trial = trial
+        self._gsteps: list[int] = []
+        self._scanned = 0  # how many of the trial's index files _gsteps covers
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.name!r} of trial {self.trial.name!r}>"
+
+    # -- steps -----------------------------------------------------------------------------
+
+    def _global_steps(self) -> list[int]:
+        """Sorted global steps with anything of this tensor (do not modify the list).
+
+        Extended incrementally: only index files added since the last call are looked at."""
+        log = self.trial._doc_log
+        n = len(log)
+        if self._scanned < n:
+            name = self.name
+            found = sorted({si.step for si in islice(log, self._scanned, n) if name in si.names})
+            steps = self._gsteps
+            if not steps or (found and found[0] > steps[-1]):
+                steps.extend(found)
+            elif found:  # a lagging worker's older step, or a step seen from another worker
+                steps[:] = sorted(set(steps).union(found))
+            self._scanned = n
+        return self._gsteps
+
+    def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Steps (mode steps for a mode) at which anything of this tensor was saved.
+
+        Without show_incomplete_steps only steps every worker has written (or that can no
+        longer change) are listed.
+        """
+        mode = as_mode(mode)
+        self.trial.maybe_refresh()
+        return self.trial._select_steps(self._global_steps(), mode, show_incomplete_steps)[0]
+
+    def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
+        """The saved steps up to and including `step`; only the last `n` when n is given."""
+        steps = self.steps(mode=mode)
+        prev = steps[: bisect.bisect_right(steps, step)]
+        return prev[-n:] if n else prev
+
+    def step(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None):
+        raise SMDebugNotImplementedError(
+            "Tensor.step() was removed from smdebug; use Tensor.value() or Tensor.reduction_value()"
+        )
+
+    # -- looking a step up -----------------------------------------------------------------
+
+    def _global(self, step: int, mode: ModeKeys) -> int | None:
+        if mode is GLOBAL:
+            return step
+        m2g = self.trial._mode_to_global.get(mode)
+        return None if m2g is None else m2g.get(step)
+
+    def _holders(self, step: int, mode: ModeKeys) -> tuple[dict[str, StepIndex], int] | None:
+        """{worker: StepIndex} of the workers that saved this tensor at the step."""
+        gs = self._global(step, mode)
+        if gs is None:
+            return None
+        by_worker = self.trial._docs.get(gs)
+        if not by_worker:
+            return None
+        name = self.name
+        held = {w: si for w, si in by_worker.items() if name in si.names}
+        return (held, gs) if held else None
+
+    def _missing_step(self, step: int, mode: ModeKeys) -> Exception:
+        """The exception for a step this tensor has nothing for, after a refresh."""
+        trial = self.trial
+        state = trial.has_passed_step(step, mode)
+        if state is StepState.AVAILABLE:
+            return TensorUnavailableForStep(self.name, step, mode)
+        if state is StepState.UNAVAILABLE:
+            return StepUnavailable(step, mode)
+        if trial.loaded_all_steps:
+            last = trial.steps(mode=mode)
+            return NoMoreData(step, mode, last[-1] if last else -1)
+        return StepNotYetAvailable(step, mode)
+
+    def _lookup(self, step: int, mode: ModeKeys) -> tuple[dict[str, StepIndex], int]:
+        found = self._holders(step, mode)
+        if found is None:
+            self.trial.maybe_refresh(force=True)
+            found = self._holders(step, mode)
+            if found is None:
+                raise self._missing_step(step, mode)
+        return found
+
+    def _pick(self, held: dict[str, StepIndex], gs: int, step: int, mode: ModeKeys,
+              worker: str | None) -> StepIndex:
+        """The StepIndex to answer from: the given worker's, else the lexically first."""
+        trial = self.trial
+        if worker is not None:
+            si = held.get(worker)
+            if si is not None:
+                return si
+            if worker not in trial._all_workers():
+                raise InvalidWorker(worker)
+            if not trial._step_complete(gs):
+                trial.maybe_refresh(force=True)
+                si = trial._docs.get(gs, {}).get(worker)
+                if si is not None and self.name in si.names:
+                    return si
+                if not trial._step_complete(gs):
+                    raise StepNotYetAvailable(step, mode)
+            raise TensorUnavailableForStep(self.name, step, mode)
+        if len(held) == 1 and trial.num_workers <= 1:
+            return next(iter(held.values()))
+        if trial._step_complete(gs):
+            return held[min(held)]
+        # An incomplete step: answer only from the worker a complete step would answer from,
+        # so the result cannot change when the other workers catch up.
+        first = min(trial._all_workers())
+        if first not in held:
+            trial.maybe_refresh(force=True)
+            refreshed = self._holders(step, mode)
+            if refreshed is not None:
+                held = refreshed[0]
+                if trial._step_complete(gs):
+                    return held[min(held)]
+            if first not in held:
+                raise StepNotYetAvailable(step, mode)
+        return held[first]
+
+    def _step_index(self, step: int, mode: ModeKeys, worker: str | None) -> StepIndex:
+        trial = self.trial
+        if worker is None and trial.num_workers <= 1:
+            # Fast path: one writer, a known step that holds this tensor.
+            gs = step if mode is GLOBAL else self._global(step, mode)
+            by_worker = trial._docs.get(gs) if gs is not None else None  # type: ignore[arg-type]
+            if by_worker is not None and len(by_worker) == 1:
+                si = trial._first_doc[gs]  # type: ignore[index]
+                if self.name in si.names:
+                    return si
+        held, gs = self._lookup(step, mode)
+        return self._pick(held, gs, step, mode, worker)
+
+    # -- values ----------------------------------------------------------------------------
+
+    def _no_value(self, si: StepIndex, step: int, mode: ModeKeys) -> TensorUnavailableForStep:
+        return TensorUnavailableForStep(self.name, step, mode,
+                                        bool(si.reductions and self.name in si.reductions))
+
+    def value(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
+        """The saved array at a step (a mode step when mode is given)."""
+        mode = as_mode(mode)
+        si = self._step_index(step_num, mode, worker)
+        entry = si.entries.get(self.name)
+        if entry is None:
+            raise self._no_value(si, step_num, mode)
+        return self.trial._read(si, entry, self.name, step_num, mode)
+
+    def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
+        """{step: array} over the complete steps of `mode`, read in bulk."""
+        mode = as_mode(mode)
+        trial = self.trial
+        trial.maybe_refresh()
+        steps, gsteps = trial._select_steps(self._global_steps(), mode, False)
+        one_worker = worker is None and trial._one_doc_per_step()
+        if one_worker:
+            first = trial._first_doc
+            sis = [first[gs] for gs in gsteps]
+        else:
+            sis = []
+            for s, gs in zip(steps, gsteps, strict=True):
+                held, _ = self._lookup(s, mode)
+                sis.append(self._pick(held, gs, s, mode, worker))
+            one_worker = worker is not None
+        try:
+            arrays = trial._read_named(sis, self.name, steps, mode, one_worker)
+        except NoRawValue as e:
+            raise self._no_value(sis[e.index], steps[e.index], mode) from None
+        return dict(zip(steps, arrays, strict=True))
+
+    def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
+        """The saved shape, else the raw value's shape (from the index when it records it)."""
+        mode = as_mode(mode)
+        return self._shape_of(self._step_index(step_num, mode, worker), step_num, mode)
+
+    def _shape_of(self, si: StepIndex, step: int, mode: ModeKeys) -> tuple[int, ...]:
+        if si.shapes is not None:
+            shape = si.shapes.get(self.name)
+            if shape is not None:
+                return shape
+        entry = si.entries.get(self.name)
+        if entry is None:
+            raise ShapeUnavailableForStep(self.name, step, mode)
+        shape = entry_shape(entry)
+        if shape is not None and entry.get("content_offset") is not None:
+            return shape
+        return tuple(self.trial._read(si, entry, self.name, step, mode).shape)
+
+    def shapes(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
+        """{step: shape} over the complete steps of `mode` (documented by smdebug, missing there)."""
+        mode = as_mode(mode)
+        self.trial.maybe_refresh()
+        steps = self.trial._select_steps(self._global_steps(), mode, False)[0]
+        return {s: self._shape_of(self._step_index(s, mode, worker), s, mode) for s in steps}
+
+    def dtype(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> str:
+        """The dtype the value was saved with (e.g. 'bfloat16' even though it reads as float32)."""
+        mode = as_mode(mode)
+        si = self._step_index(step_num, mode, worker)
+        entry = si.entries.get(self.name)
+        if entry is None:
+            raise self._no_value(si, step_num, mode)
+        if entry.get("orig_dtype"):
+            return entry["orig_dtype"]
+        if entry.get("dtype") is not None and entry.get("content_offset") is not None:
+            return np.dtype(entry["dtype"]).name
+        return self.trial._read(si, entry, self.name, step_num, mode).dtype.name
+
+    def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
+        """Workers that saved anything of this tensor at the step."""
+        mode = as_mode(mode)
+        found = self._holders(step_num, mode)
+        if found is None:
+            self.trial.maybe_refresh(force=True)
+            found = self._holders(step_num, mode)
+            if found is None:
+                raise TensorUnavailableForStep(self.name, step_num, mode)
+        return sorted(found[0])
+
+    # -- reductions ------------------------------------------------------------------------
+
+    def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
+                        worker: str | None = None, abs: bool = False) -> np.ndarray:
+        """A saved reduction, else one computed from the raw value the way hooks compute them."""
+        mode = as_mode(mode)
+        si = self._step_index(step_num, mode, worker)
+        name = self.name
+        if si.reductions is not None:
+            saved = si.reductions.get(name)
+            if saved is not None:
+                entry = saved.get((reduction_name, bool(abs)))
+                if entry is not None:
+                    return self.trial._read(si, entry, name, step_num, mode)
+        entry = si.entries.get(name)
+        if entry is None:
+            raise TensorUnavailableForStep(name, step_num, mode)
+        check_reduction_name(reduction_name)
+        value = self.trial._read(si, entry, name, step_num, mode)
+        return compute_reduction(reduction_name, value, bool(abs))
+
+    def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
+                         worker: str | None = None) -> dict[tuple[str, bool], np.ndarray]:
+        """{(reduction, abs): value} of the reductions that were saved (none are computed)."""
+        mode = as_mode(mode)
+        si = self._step_index(step_num, mode, worker)
+        saved = si.reductions.get(self.name) if si.reductions else None
+        if not saved:
+            return {}
+        read = self.trial._read
+        return {k: read(si, e, self.name, step_num, mode) for k, e in saved.items()}

@@ -1,0 +1,560 @@
+"""`Trial`: the saved tensors of one training job, read from a local directory or S3 prefix.
+
+The trial keeps in-memory maps built from index files and extends them incrementally on refresh:
+a refresh lists only index keys after the last complete step and reads only the new files. A
+query refreshes only when the data may have changed (training not ended, refresh enabled), at
+most every `refresh_interval_s` unless it asks for something not known yet (a "miss"), which
+always refreshes. Once `training_job_end.ts` is seen (and, with several workers, their steps
+are complete or a grace period has passed), everything is loaded and the trial never lists again.
+
+Step completeness follows smdebug: a step is complete when every worker wrote it, when training
+has ended, or when it is at or below `last_complete_step`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from smdebug_lite.analysis.utils import _tensor_name_sorter, refresh
+from smdebug_lite.config import Collection, CollectionKeys, CollectionManager
+from smdebug_lite.exceptions import (
+    MissingCollectionFiles,
+    NoMoreData,
+    SMDebugTypeError,
+    SMDebugValueError,
+    StepUnavailable,
+    TensorUnavailable,
+    TensorUnavailableForStep,
+    TrialDataTimeout,
+)
+from smdebug_lite.format.locations import END_OF_JOB_FILE, parse_collections_file_name
+from smdebug_lite.index import (
+    Entry,
+    IndexReader,
+    RangeSteps,
+    StepIndex,
+    bulk_load,
+    gc_paused,
+)
+from smdebug_lite.logger import get_logger
+from smdebug_lite.modes import ModeKeys
+from smdebug_lite.storage import Storage
+from smdebug_lite.trials.settings import TrialSettings
+from smdebug_lite.trials.tensor import StepState, Tensor, as_mode
+from smdebug_lite.trials.value_reader import NoRawValue, ValueReader
+
+logger = get_logger(__name__)
+GLOBAL = ModeKeys.GLOBAL
+
+
+def check_range_steps(range_steps: Any) -> RangeSteps | None:
+    """(start, end): ints >= 0 or None, start < end; start inclusive, end exclusive."""
+    if range_steps is None:
+        return None
+    if not isinstance(range_steps, (tuple, list)) or len(range_steps) != 2:
+        raise SMDebugValueError(f"range_steps={range_steps!r} must be a (start, end) pair")
+    start, end = range_steps
+    for v in (start, end):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise SMDebugValueError(
+                f"range_steps={range_steps!r}: each bound must be None or an int >= 0"
+            )
+    if start is not None and end is not None and end <= start:
+        raise SMDebugValueError(
+            f"range_steps={range_steps!r} must be of the form (begin, end) with begin < end"
+        )
+    return (start, end)
+
+
+class Trial:
+    """The saved tensors of one job. Use `create_trial(path)` rather than this class directly.
+
+    Public attributes as in smdebug: `name`, `path`, `range_steps`, `num_workers`, `worker_set`,
+    `loaded_all_steps`, `last_complete_step`, `dynamic_refresh`, `collection_manager`.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        storage: Storage,
+        range_steps: RangeSteps | None = None,
+        *,
+        timeout: float | None = None,
+        parallel: bool = True,
+        check: bool = False,
+        index_mode: bool = True,
+        cache: bool = False,
+    ) -> None:
+        self.name = name
+        self.storage = storage
+        self.path = storage.root
+        self.range_steps = check_range_steps(range_steps)
+        self.settings = TrialSettings.from_env(storage.is_local, timeout)
+        # Accepted for smdebug compatibility; values are always cached by file here.
+        self.parallel, self.check, self.index_mode, self.cache = parallel, check, index_mode, cache
+        self.dynamic_refresh = True
+        self.loaded_all_steps = False
+        self.last_complete_step = -1
+        self.num_workers = 0
+        self.worker_set: set[str] = set()
+        self.collection_manager: CollectionManager | None = None
+
+        self._tensors: dict[str, Tensor] = {}
+        self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
+        self._mode_to_global: dict[ModeKeys, dict[int, int]] = {}
+        self._docs: dict[int, dict[str, StepIndex]] = {}  # global step -> worker -> index
+        self._first_doc: dict[int, StepIndex] = {}  # global step -> lexically first worker's
+        self._doc_log: list[StepIndex] = []  # every index file, in the order it was added
+        self._tensors_for_mode: dict[ModeKeys, set[str]] = {}
+        self._last_step_of_worker: dict[str, int] = {}
+        self._index_workers: set[str] = set()
+        self._last_refresh = 0.0
+        self._max_step = -1
+        self._end_seen_at: float | None = None
+        self._last_new_data = 0.0
+        self._index = IndexReader(storage, self.range_steps)
+        self._values = ValueReader(storage)
+
+        logger.info("Loading trial %s at path %s", name, self.path)
+        self._load_collections()
+        self.refresh_data()
+
+    def __repr__(self) -> str:
+        return (
+            f"<{type(self).__name__} name={self.name!r} path={self.path!r} "
+            f"steps={len(self._global_to_mode)} tensors={len(self._tensors)} "
+            f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>"
+        )
+
+    @property
+    def last_index_token(self) -> str | None:
+        """The key after which the next refresh lists index files."""
+        return self._index.start_after
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def _training_ended(self) -> bool:
+        return self.loaded_all_steps or self.storage.exists(END_OF_JOB_FILE)
+
+    def _deadline_passed(self, started: float, what: str) -> None:
+        waited = time.monotonic() - started
+        if waited >= self.settings.timeout_s:
+            raise TrialDataTimeout(self.path, waited, what)
+
+    def _load_collections(self) -> None:
+        """Wait (bounded) for the collections files: the first gives num_workers, then one per
+        worker is expected."""
+        started = time.monotonic()
+        files = self._index.collection_files()
+        while not files:
+            if self.storage.exists(END_OF_JOB_FILE):
+                files = self._index.collection_files()
+                if files:
+                    break
+                raise MissingCollectionFiles(
+                    f"training ended without writing any collections file under {self.path}"
+                )
+            self._deadline_passed(started, "collection files")
+            if time.monotonic() - started < self.settings.poll_interval_s * 1.5:
+                logger.info("Waiting for the training job to write collection files under %s "
+                            "(timeout %.0fs)", self.path, self.settings.timeout_s)
+            time.sleep(self.settings.poll_interval_s)
+            files = self._index.collection_files()
+        first = files[0]
+        self.collection_manager = CollectionManager.load_from_string(
+            self.storage.read(first), source=self.storage.uri(first)
+        )
+        self.num_workers = self.collection_manager.num_workers
+        while len(files) < self.num_workers:
+            if self.storage.exists(END_OF_JOB_FILE):
+                files = self._index.collection_files()
+                if len(files) < self.num_workers:
+                    raise MissingCollectionFiles(
+                        f"found {len(files)} of {self.num_workers} workers' collections files "
+                        f"under {self.path}"
+                    )
+                break
+            self._deadline_passed(started, f"collection files of all {self.num_workers} workers")
+            time.sleep(self.settings.poll_interval_s)
+            files = self._index.collection_files()
+        self.worker_set = {w for w in map(parse_collections_file_name, files) if w is not None}
+
+    def maybe_refresh(self, name: str | None = None, *, force: bool = False) -> None:
+        """Load new index files unless refreshing is off or everything is loaded.
+
+        `force` (a query that missed) skips the rate limit, not the `dynamic_refresh` switch.
+        """
+        if self.loaded_all_steps or not self.dynamic_refresh:
+            return
+        if not force and time.monotonic() - self._last_refresh < self.settings.refresh_interval_s:
+            return
+        self.refresh_data()
+
+    def refresh_data(self) -> None:
+        """Read index files written since the last refresh."""
+        if self.loaded_all_steps:
+            return
+        # The end marker is checked before listing: writers create it after all their files,
+        # so a listing made after seeing it holds everything of the worker that wrote it.
+        ended = self.storage.exists(END_OF_JOB_FILE)
+        now = time.monotonic()
+        with bulk_load() as bulk:
+            docs = self._index.poll()
+            bulk.entries = sum(len(si.entries) for si in docs)
+            if self._ingest(docs):
+                self._last_new_data = now
+        if ended:
+            if self._end_seen_at is None:
+                self._end_seen_at = now
+                if self.settings.end_delay_refresh_s > 0:
+                    logger.info("Training has ended; refreshing once more in %.1fs",
+                                self.settings.end_delay_refresh_s)
+                    time.sleep(self.settings.end_delay_refresh_s)
+                    self._ingest(self._index.poll())
+            # Every worker writes the marker when it finishes, so with several workers it can
+            # appear while others still write. Wait (bounded) for incomplete steps to fill in.
+            quiet = now - max(self._end_seen_at, self._last_new_data)
+            if self._max_step <= self.last_complete_step or quiet >= self.settings.end_grace_s:
+                self.loaded_all_steps = True
+                if self._global_to_mode:
+                    self.last_complete_step = self._max_step
+                logger.debug("Loaded all steps of trial %s", self.name)
+        self._last_refresh = time.monotonic()
+
+    def _ingest(self, docs: list[StepIndex]) -> bool:
+        if not docs:
+            return False
+        with gc_paused():
+            for si in docs:
+                self._add_step_index(si)
+        self._advance_token()
+        return True
+
+    def _add_step_index(self, si: StepIndex) -> None:
+        step, worker, mode = si.step, si.worker, si.mode
+        tensors = self._tensors
+        names = si.names
+        new = names.keys() - tensors.keys() if isinstance(names, dict) else names - tensors.keys()
+        for name in new:
+            tensors[name] = Tensor(name, self)
+        if si.original_names:
+            for name, original in si.original_names.items():
+                tensors[name].original_name = original
+        by_worker = self._docs.get(step)
+        if by_worker is None:
+            by_worker = self._docs[step] = {}
+        by_worker[worker] = si
+        self._doc_log.append(si)
+        first = self._first_doc.get(step)
+        if first is None or worker < first.worker:
+            self._first_doc[step] = si
+        if mode is not GLOBAL:
+            self._mode_to_global.setdefault(mode, {}).setdefault(si.mode_step, step)
+            mode_names = self._tensors_for_mode.get(mode)
+            if mode_names is None:
+                mode_names = self._tensors_for_mode[mode] = set()
+            mode_names.update(names)
+        if step not in self._global_to_mode:
+            self._global_to_mode[step] = (mode, si.mode_step)
+            if step > self._max_step:
+                self._max_step = step
+        if step > self._last_step_of_worker.get(worker, -1):
+            self._last_step_of_worker[worker] = step
+        self._index_workers.add(worker)
+        if len(by_worker) >= self.num_workers and step > self.last_complete_step:
+            self.last_complete_step = step
+
+    def _advance_token(self) -> None:
+        window = self.settings.incomplete_step_window
+        lcs = self.last_complete_step
+        if len(self._global_to_mode) - (lcs + 1) > window:
+            pending = sorted(s for s in self._global_to_mode if s > lcs)
+            if len(pending) > window:
+                self.last_complete_step = pending[window // 2 - 1]
+                logger.info(
+                    "Waiting for %d incomplete steps (SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW=%d); "
+                    "marking steps up to %d complete", len(pending), window, self.last_complete_step)
+        self._index.advance(self.last_complete_step, self._all_workers())
+
+    # -- internal queries ------------------------------------------------------------------
+
+    def _all_workers(self) -> set[str]:
+        return self.worker_set | self._index_workers
+
+    def _step_complete(self, gs: int) -> bool:
+        return (
+            self.loaded_all_steps
+            or gs <= self.last_complete_step
+            or len(self._docs.get(gs, ())) >= self.num_workers
+        )
+
+    def _select_steps(self, global_steps: Iterable[int], mode: ModeKeys,
+                      show_incomplete: bool) -> tuple[list[int], list[int]]:
+        """(steps in `mode` numbering, their global steps), sorted, complete ones unless asked."""
+        if mode is GLOBAL:
+            gsteps = sorted(global_steps)
+            if not show_incomplete and not self.loaded_all_steps:
+                gsteps = [g for g in gsteps if self._step_complete(g)]
+            return gsteps, gsteps
+        g2m = self._global_to_mode
+        pairs = []
+        for g in global_steps:
+            m, ms = g2m[g]
+            if m is mode:
+                pairs.append((ms, g))
+        pairs.sort()
+        if not show_incomplete and not self.loaded_all_steps:
+            pairs = [p for p in pairs if self._step_complete(p[1])]
+        return [p[0] for p in pairs], [p[1] for p in pairs]
+
+    def _read(self, si: StepIndex, entry: Entry, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
+        """One value; waits (bounded) for an event file the index points to but which is not
+        there yet, unless it can never come."""
+        attempts = 0
+        while True:
+            try:
+                return self._values.read(si, entry)
+            except FileNotFoundError:
+                attempts += 1
+                uri = self.storage.uri(si.event_rel or "")
+                gone = (
+                    attempts > self.settings.missing_event_file_retries
+                    or self._last_step_of_worker.get(si.worker, -1) > si.step
+                    or self._training_ended()
+                )
+                if gone:
+                    logger.warning("Event file %s listed in the index is missing", uri)
+                    raise TensorUnavailableForStep(tname, step, mode) from None
+                logger.debug("Event file %s not there yet; retrying", uri)
+                time.sleep(self.settings.poll_interval_s)
+
+    def _read_named(self, sis: list[StepIndex], tname: str, steps: list[int],
+                    mode: ModeKeys, one_worker: bool = False) -> list[np.ndarray]:
+        """Raw values of `tname` from many index files (NoRawValue names one without)."""
+        try:
+            return self._values.read_named(sis, tname, one_worker)
+        except FileNotFoundError:  # redo one by one, waiting for or reporting the missing file
+            out: list[np.ndarray] = []
+            for si, s in zip(sis, steps, strict=True):
+                entry = si.entries.get(tname)
+                if entry is None:
+                    raise NoRawValue(len(out)) from None
+                out.append(self._read(si, entry, tname, s, mode))
+            return out
+
+    def _one_doc_per_step(self) -> bool:
+        """True when every step has a single index file (one writing worker)."""
+        return len(self._index_workers) <= 1
+
+    # -- public API: tensors ---------------------------------------------------------------
+
+    def tensor(self, tname: str) -> Tensor:
+        t = self._tensors.get(tname)
+        if t is None:
+            self.maybe_refresh(tname, force=True)
+            t = self._tensors.get(tname)
+            if t is None:
+                raise TensorUnavailable(tname)
+        return t
+
+    def has_tensor(self, tname: str) -> bool:
+        if tname not in self._tensors:
+            self.maybe_refresh(tname, force=True)
+        return tname in self._tensors
+
+    def _tensors_matching_regex(self, regex: str | Iterable[str], names: Iterable[str]) -> set[str]:
+        patterns = [regex] if isinstance(regex, str) else list(regex)
+        try:
+            compiled = [re.compile(p) for p in patterns]
+        except (re.error, TypeError) as e:
+            raise SMDebugValueError(f"regex={regex!r} is not a valid regex or list of them: {e}") from None
+        return {n for n in names if any(p.search(n) for p in compiled)}
+
+    def _collection_arg(self, collection: Any) -> Collection:
+        if isinstance(collection, Collection):
+            return collection
+        if isinstance(collection, str):
+            return self.collection(collection)
+        name = getattr(collection, "name", None)
+        if isinstance(name, str):  # e.g. a Collection from another library
+            return self.collection(name)
+        raise SMDebugTypeError(f"Invalid argument type for collection {collection.__class__}")
+
+    def tensor_names(
+        self,
+        show_prefixed_tensors: bool = False,
+        *,
+        step: int | None = None,
+        mode: ModeKeys = GLOBAL,
+        regex: str | list[str] | None = None,
+        collection: Collection | str | None = None,
+    ) -> list[str]:
+        """Sorted names of saved tensors, optionally only those at a step / of a mode /
+        matching a regex (re.search) / in a collection. Reductions count as their tensor."""
+        if regex is not None and collection is not None:
+            raise ValueError("Only one of `regex` or `collection` can be passed to this method")
+        mode = as_mode(mode)
+        self.maybe_refresh()
+        if step is None:
+            names: Iterable[str] = (
+                self._tensors.keys() if mode is GLOBAL else self._tensors_for_mode.get(mode, ())
+            )
+        else:
+            gs = step if mode is GLOBAL else self._mode_to_global.get(mode, {}).get(step)
+            if gs is None or gs not in self._docs:
+                self.maybe_refresh(force=True)
+                gs = step if mode is GLOBAL else self._mode_to_global.get(mode, {}).get(step)
+            names = set()
+            for si in self._docs.get(gs, {}).values() if gs is not None else ():
+                names.update(si.names)
+        if regex is not None:
+            selected = self._tensors_matching_regex(regex, names)
+            if not selected:
+                logger.warning("No tensors matching the regex pattern %s were saved", regex)
+        elif collection is not None:
+            coll = self._collection_arg(collection)
+            selected = {n for n in names if coll.matches(n)}
+            if not selected:
+                logger.warning("No tensors from the collection %s were saved", coll.name)
+        else:
+            selected = set(names)
+        return sorted(selected)
+
+    def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
+        """Alias of tensor_names (used by smdebug's rule examples)."""
+        return self.tensor_names(*args, **kwargs)
+
+    def _values_by_names(self, names: list[str], step: int, mode: ModeKeys) -> list[np.ndarray]:
+        return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=_tensor_name_sorter)]
+
+    def inputs(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        names = self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS)
+        return self._values_by_names(names, step, as_mode(mode))
+
+    def labels(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        return self._values_by_names(self.tensor_names(step=step, mode=mode, regex="labels*"),
+                                     step, as_mode(mode))
+
+    def predictions(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        return self._values_by_names(self.tensor_names(step=step, mode=mode, regex="predictions*"),
+                                     step, as_mode(mode))
+
+    # -- public API: steps and modes -------------------------------------------------------
+
+    def steps(self, mode: ModeKeys = GLOBAL, show_incomplete_steps: bool = False) -> list[int]:
+        """Sorted saved steps (mode steps for a mode); complete ones unless asked otherwise."""
+        mode = as_mode(mode)
+        self.maybe_refresh()
+        return self._select_steps(self._global_to_mode, mode, show_incomplete_steps)[0]
+
+    def _all_steps(self, mode: ModeKeys) -> list[int]:
+        return self._select_steps(self._global_to_mode, mode, True)[0]
+
+    def modes(self) -> list[ModeKeys]:
+        """Modes seen so far (GLOBAL is never listed)."""
+        self.maybe_refresh()
+        return sorted(self._mode_to_global, key=lambda m: m.value)
+
+    def _global_step_currently(self, mode: ModeKeys, mode_step: int) -> int | None:
+        if mode is GLOBAL:
+            return mode_step
+        return self._mode_to_global.get(mode, {}).get(mode_step)
+
+    def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
+        mode = as_mode(mode)
+        s = self._global_step_currently(mode, mode_step)
+        if s is None:
+            self.maybe_refresh(force=True)
+            s = self._global_step_currently(mode, mode_step)
+        return s
+
+    def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        x = self._global_to_mode.get(global_step)
+        if x is None:
+            self.maybe_refresh(force=True)
+            x = self._global_to_mode.get(global_step)
+        return x if x is not None else (None, None)
+
+    def mode_step(self, global_step: int) -> int | None:
+        return self.mode_modestep(global_step)[1]
+
+    def mode(self, global_step: int) -> ModeKeys | None:
+        return self.mode_modestep(global_step)[0]
+
+    def workers(self) -> list[str]:
+        self.maybe_refresh()
+        return sorted(self._all_workers())
+
+    def collections(self) -> dict[str, Collection]:
+        assert self.collection_manager is not None
+        return self.collection_manager.collections
+
+    def collection(self, coll_name: str) -> Collection:
+        """The named collection; like smdebug, an unknown name gets a new empty collection."""
+        assert self.collection_manager is not None
+        return self.collection_manager.get(coll_name, create_if_not_exists=True)
+
+    def has_passed_step(self, step: int, mode: ModeKeys = GLOBAL) -> StepState:
+        """AVAILABLE (saved and complete), NOT_YET_AVAILABLE (may still come or complete) or
+        UNAVAILABLE (never saved, and never will be)."""
+        mode = as_mode(mode)
+        self.maybe_refresh()
+        all_steps, gsteps = self._select_steps(self._global_to_mode, mode, True)
+        i = bisect.bisect_left(all_steps, step)
+        if i < len(all_steps):
+            g = gsteps[i]
+            if all_steps[i] > step:
+                # Skipped: a later step is complete, so this one will never be written.
+                if self.last_complete_step >= g:
+                    return StepState.UNAVAILABLE
+                return StepState.NOT_YET_AVAILABLE
+            return StepState.AVAILABLE if self._step_complete(g) else StepState.NOT_YET_AVAILABLE
+        return StepState.UNAVAILABLE if self.loaded_all_steps else StepState.NOT_YET_AVAILABLE
+
+    def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = GLOBAL,
+                       timeout: float | None = None) -> None:
+        """Return once every step is available; StepUnavailable / NoMoreData when one never
+        will be, TrialDataTimeout after `timeout` (default: the trial's) seconds."""
+        mode = as_mode(mode)
+        limit = self.settings.timeout_s if timeout is None else float(timeout)
+        started = time.monotonic()
+        with refresh(self):
+            for step in required_steps:
+                while True:
+                    self.maybe_refresh(force=True)
+                    state = self.has_passed_step(step, mode)
+                    if state is StepState.AVAILABLE:
+                        break
+                    if state is StepState.UNAVAILABLE:
+                        if not self.loaded_all_steps:
+                            raise StepUnavailable(step, mode)
+                        avail = self._all_steps(mode)
+                        last = avail[-1] if avail else -1
+                        if step < last:
+                            raise StepUnavailable(step, mode)
+                        raise NoMoreData(step, mode, last)
+                    waited = time.monotonic() - started
+                    if waited >= limit:
+                        raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode.name}")
+                    time.sleep(min(self.settings.poll_interval_s, max(0.0, limit - waited)))
+
+    # -- stats -----------------------------------------------------------------------------
+
+    @property
+    def index_files_read(self) -> int:
+        return self._index.files_read
+
+    @property
+    def event_file_reads(self) -> int:
+        return self._values.file_reads + self._values.range_reads
+
+
+def default_trial_name(path: str) -> str:
+    return os.path.basename(path.rstrip("/")) if path.rstrip("/") else path

@@ -1,0 +1,360 @@
+"""The XGBoost hook: an ``xgboost.callback.TrainingCallback`` over the HookCore.
+
+Step = boosting round (``after_iteration``'s epoch), mode GLOBAL, default save interval 10, as in
+smdebug. Tensor names are smdebug's (docs/xgboost.md). Fixed here: every tree of a round is
+dumped (multi-class, num_parallel_tree), ``full_shap/<feature>`` is that feature's own column,
+metric names with digits (the sklearn API's ``validation_0-logloss``) and features whose names end
+in a, b, i, s or / are saved (smdebug's regexes dropped them).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import xgboost as xgb
+
+from smdebug_lite.config.collection import Collection, CollectionKeys
+from smdebug_lite.config.hook_json import parse_hook_config
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.exceptions import SMDebugError
+from smdebug_lite.hooks.core import HookCore
+from smdebug_lite.logger import get_logger
+from smdebug_lite.xgboost.trees import COLUMNS, round_tree_table
+
+logger = get_logger(__name__)
+
+K = CollectionKeys
+IMPORTANCE_TYPES = ("weight", "gain", "cover", "total_gain", "total_cover")
+# Metrics that grow as the model improves are not losses (smdebug excluded auc and map).
+INCREASING_METRICS = frozenset({"auc", "aucpr", "map", "ndcg", "pre"})
+_TREE_BOOSTERS = frozenset({"gbtree", "dart"})
+
+
+def metric_name(eval_name: str, metric: str) -> str:
+    return f"{eval_name}-{metric}"
+
+
+def is_loss_metric(metric: str) -> bool:
+    return metric.split("@")[0].rstrip("-") not in INCREASING_METRICS
+
+
+def _as_dmatrix(data: Any, argument: str) -> xgb.DMatrix | None:
+    """None, a DMatrix, (file path, "csv"|"libsvm") as in smdebug, or (X, y) / X in memory."""
+    if data is None or isinstance(data, xgb.DMatrix):
+        return data
+    if isinstance(data, tuple) and data and isinstance(data[0], (str, os.PathLike)):
+        path = os.path.expanduser(os.fspath(data[0]))
+        content = (data[1] if len(data) > 1 else "csv").lower().split(";")[0].strip()
+        if content in ("csv", "text/csv"):
+            uri = f"{path}?format=csv&label_column=0"
+        elif content in ("libsvm", "text/libsvm", "text/x-libsvm"):
+            uri = f"{path}?format=libsvm"
+        else:
+            raise SMDebugError(f"{argument}=({path!r}, {data[1]!r}): content type must be 'csv' "
+                               "or 'libsvm'")
+        if not os.path.isfile(path):
+            raise SMDebugError(f"{argument}: {path} is not a local file")
+        return xgb.DMatrix(uri)
+    if isinstance(data, tuple) and len(data) == 2:
+        return xgb.DMatrix(data[0], label=data[1])
+    try:
+        return xgb.DMatrix(data)
+    except Exception as e:
+        raise SMDebugError(f"{argument} must be an xgboost.DMatrix, (path, content_type), (X, y) "
+                           f"or X; got {type(data).__name__}: {e}") from e
+
+
+def _hyperparameter_value(value: Any) -> np.ndarray | None:
+    if value is None:
+        return None
+    if isinstance(value, (bool, int, float, np.number)):
+        return np.array([value])
+    if isinstance(value, str):
+        return np.array([value])
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (int, float)) for v in value):
+        return np.asarray(value)
+    return np.array([json.dumps(value, default=str) if isinstance(value, (dict, list, tuple))
+                     else str(value)])
+
+
+class Hook(HookCore, xgb.callback.TrainingCallback):
+    """``xgboost.train(params, dtrain, callbacks=[hook])`` or ``XGBClassifier(callbacks=[hook])``."""
+
+    framework = "xgboost"
+    default_save_interval = 10
+
+    def __init__(
+        self,
+        out_dir: str,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config=None,
+        save_config: SaveConfig | SaveConfigMode | dict | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        include_collections: str | Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        hyperparameters: Mapping[str, Any] | None = None,
+        train_data: Any = None,
+        validation_data: Any = None,
+    ) -> None:
+        self._init_kwargs = dict(
+            out_dir=out_dir, export_tensorboard=export_tensorboard,
+            tensorboard_dir=tensorboard_dir, dry_run=dry_run, save_config=save_config,
+            include_regex=include_regex, include_collections=include_collections,
+            save_all=save_all, include_workers=include_workers,
+            hyperparameters=dict(hyperparameters) if hyperparameters else None)
+        HookCore.__init__(
+            self, out_dir, export_tensorboard=export_tensorboard, tensorboard_dir=tensorboard_dir,
+            dry_run=dry_run, reduction_config=None, save_config=save_config,
+            include_regex=include_regex, include_collections=include_collections,
+            save_all=save_all, include_workers=include_workers)
+        xgb.callback.TrainingCallback.__init__(self)
+        if reduction_config is not None:
+            logger.warning("XGBoost hook: reduction_config is not supported and is ignored")
+        self.hyperparameters = dict(hyperparameters) if hyperparameters else None
+        self.train_data = _as_dmatrix(train_data, "train_data")
+        self.validation_data = _as_dmatrix(validation_data, "validation_data")
+        self._roles: dict[str, frozenset[str]] = {}
+        self._warned: set[str] = set()
+        self._booster_type: str | None = None
+        self._feature_names: list[str] | None = None
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
+        """The hook SageMaker's DebugHookConfig describes (FileNotFoundError if none), with
+        XGBoost's default save_interval of 10."""
+        settings = parse_hook_config(
+            json_file_path, default_values={"save_interval": cls.default_save_interval})
+        kwargs = settings.hook_kwargs()
+        kwargs.pop("reduction_config", None)
+        hook = cls(**kwargs)
+        settings.apply_to(hook.collection_manager)
+        return hook
+
+    hook_from_config = create_from_json_file
+
+    # -- workers ------------------------------------------------------------------------------
+
+    def _worker_name(self) -> str:
+        try:
+            if xgb.collective.is_distributed():
+                return f"worker_{xgb.collective.get_rank()}"
+        except Exception:
+            pass
+        return "worker_0"
+
+    def _num_workers(self) -> int:
+        try:
+            if xgb.collective.is_distributed():
+                return int(xgb.collective.get_world_size())
+        except Exception:
+            pass
+        return 1
+
+    # -- collection membership ----------------------------------------------------------------
+
+    def _add_role(self, name: str, *collections: str) -> None:
+        roles = frozenset(collections)
+        if self._roles.get(name) != roles:
+            self._roles[name] = roles
+            self._match_cache.pop(name, None)
+
+    def _matching(self, name: str) -> list[Collection]:
+        found = self._match_cache.get(name)
+        if found is None:
+            roles = self._roles.get(name, frozenset())
+            found = [c for c in self._included if c.name in roles or c.matches(name)]
+            self._match_cache[name] = found
+        return found
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            logger.warning(message)
+
+    # -- model facts ----------------------------------------------------------------------------
+
+    def _learn_model(self, model: xgb.Booster) -> None:
+        if self._booster_type is None:
+            try:
+                config = json.loads(model.save_config())
+                self._booster_type = config["learner"]["gradient_booster"]["name"]
+            except Exception:
+                self._booster_type = "gbtree"
+        names = model.feature_names
+        if names is None:
+            names = [f"f{i}" for i in range(model.num_features())]
+        if names != self._feature_names:
+            self._feature_names = list(names)
+            for f in self._feature_names:  # saved even when smdebug's [^/bias]$ regex drops them
+                self._add_role(f"average_shap/{f}", K.AVERAGE_SHAP)
+                self._add_role(f"full_shap/{f}", K.FULL_SHAP)
+
+    # -- writing ----------------------------------------------------------------------------------
+
+    def _save(self, name: str, value: np.ndarray) -> None:
+        plan = self.plan(name)
+        if plan is not None:
+            self.write(plan, raw=value, shape=value.shape)
+
+    def _wants(self, name: str) -> bool:
+        """Would `name` be saved now? (No side effects, unlike plan().)"""
+        if self.disabled or not self._saving:
+            return False
+        return any(id(c) in self._saving_ids for c in self._matching(name))
+
+    def _save_metrics(self, evals_log: Mapping) -> None:
+        for eval_name, metrics in (evals_log or {}).items():
+            for metric, history in metrics.items():
+                if not history:
+                    continue
+                value = history[-1]
+                if isinstance(value, tuple):  # xgb.cv: (mean, std)
+                    value = value[0]
+                name = metric_name(eval_name, metric)
+                roles = (K.METRICS, K.LOSSES) if is_loss_metric(metric) else (K.METRICS,)
+                self._add_role(name, *roles)
+                self._save(name, np.array([float(value)]))
+
+    def _save_hyperparameters(self) -> None:
+        if not self.hyperparameters:
+            if self._wants("hyperparameters/_"):
+                self._warn_once("hp", "XGBoost hook: pass hyperparameters=... to save the "
+                                      "'hyperparameters' collection")
+            return
+        for key, value in self.hyperparameters.items():
+            arr = _hyperparameter_value(value)
+            if arr is not None:
+                self._save(f"hyperparameters/{key}", arr)
+
+    def _save_validation(self, model: xgb.Booster) -> None:
+        want_pred, want_labels = self._wants("predictions"), self._wants("labels")
+        if not (want_pred or want_labels):
+            return
+        if self.validation_data is None:
+            self._warn_once("val", "XGBoost hook: pass validation_data=... to save predictions "
+                                   "and labels")
+            return
+        if want_pred:
+            self._save("predictions", np.asarray(model.predict(self.validation_data)))
+        if want_labels:
+            self._save("labels", np.asarray(self.validation_data.get_label()))
+
+    def _save_feature_importance(self, model: xgb.Booster) -> None:
+        probe = f"feature_importance/weight/{(self._feature_names or ['f0'])[0]}"
+        if not self._wants(probe):
+            return
+        if self._booster_type not in _TREE_BOOSTERS:
+            self._warn_once("fi", f"XGBoost hook: feature importance is not defined for booster "
+                                  f"{self._booster_type!r}")
+            return
+        for kind in IMPORTANCE_TYPES:
+            scores = model.get_score(importance_type=kind)
+            total = float(sum(scores.values()))
+            if not total:
+                continue
+            for feature, score in scores.items():
+                self._save(f"feature_importance/{kind}/{feature}", np.array([score / total]))
+
+    def _save_trees(self, model: xgb.Booster) -> None:
+        if not self._wants("trees/Tree"):
+            return
+        if self._booster_type not in _TREE_BOOSTERS:
+            self._warn_once("trees", f"XGBoost hook: booster {self._booster_type!r} has no trees")
+            return
+        table = round_tree_table(model)
+        for column in COLUMNS:
+            self._save(f"trees/{column}", table[column])
+
+    def _save_shap(self, model: xgb.Booster) -> None:
+        columns = [*(self._feature_names or []), "bias"]  # pred_contribs' last column is the bias
+        wanted = [(i, f, self._wants(f"full_shap/{f}"), self._wants(f"average_shap/{f}"))
+                  for i, f in enumerate(columns)]
+        wanted = [w for w in wanted if w[2] or w[3]]
+        if not wanted:
+            return
+        if self.train_data is None:
+            self._warn_once("shap", "XGBoost hook: pass train_data=... to save SHAP values")
+            return
+        contribs = np.asarray(model.predict(self.train_data, pred_contribs=True))
+        for i, f, full, average in wanted:
+            column = contribs[..., i]  # (samples,) or (samples, classes): this feature only
+            if full:
+                self._save(f"full_shap/{f}", np.ascontiguousarray(column))
+            if average:
+                self._save(f"average_shap/{f}", np.array([column.mean()]))
+
+    # -- TrainingCallback --------------------------------------------------------------------------
+
+    def before_training(self, model):
+        self._build_if_unpickled()
+        return model
+
+    def after_iteration(self, model, epoch: int, evals_log) -> bool:
+        """Save this round's tensors when the round is a saved step; never stops training."""
+        if self.disabled:
+            return False
+        with self.failsafe("after_iteration"):
+            self.set_step(epoch)
+            if self.saving_this_step:
+                self._save_hyperparameters()
+                self._save_metrics(evals_log)
+                if isinstance(model, xgb.Booster):
+                    self._learn_model(model)
+                    self._save_validation(model)
+                    self._save_feature_importance(model)
+                    self._save_trees(model)
+                    self._save_shap(model)
+                else:  # xgb.cv: one booster per fold; only the (mean) metrics are one model's
+                    self._warn_once("cv", "XGBoost hook: with xgboost.cv only metrics (fold "
+                                          "means) and hyperparameters are saved")
+            self.end_step()
+        return False
+
+    def after_training(self, model):
+        """Hand the last round to the writer and wait until it is on disk (or uploaded)."""
+        if not self.disabled:
+            with self.failsafe("after_training"):
+                self.end_step()
+                if self._writer is not None:
+                    self._writer.flush()
+        return model
+
+    # -- copies: sklearn clones estimators, joblib pickles them ------------------------------------
+
+    def __deepcopy__(self, memo):
+        """A hook is one output stream; ``sklearn.base.clone`` must share it, not copy it."""
+        return self
+
+    def __getstate__(self) -> dict:
+        """Pickle the configuration only; the unpickled hook starts writing only if it is used
+        for training again (so unpickling a trained model never opens the out_dir)."""
+        return {"_smd_pickled_kwargs": copy.copy(self._init_kwargs)}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(
+            _smd_pickled_kwargs=state.get("_smd_pickled_kwargs"), disabled=True, _closed=True,
+            _lock=threading.RLock())
+
+    def _build_if_unpickled(self) -> None:
+        kwargs = self.__dict__.pop("_smd_pickled_kwargs", None)
+        if kwargs is None:
+            return
+        try:
+            self.__init__(**kwargs)  # type: ignore[misc]
+        except Exception as e:
+            self.disabled = True
+            logger.error("smdebug-lite: an unpickled XGBoost hook could not start writing to %s "
+                         "(%s: %s); training continues without it", kwargs.get("out_dir"),
+                         type(e).__name__, e)
+
+
+__all__ = ["IMPORTANCE_TYPES", "Hook", "is_loss_metric", "metric_name"]

@@ -1,0 +1,321 @@
+"""KerasHook on real TensorFlow 2 / Keras 3: fit (with validation), evaluate, predict, custom
+GradientTape loops; values checked against computations done independently here."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from smdebug_lite import modes  # noqa: E402
+from smdebug_lite.hooks import singleton  # noqa: E402
+from smdebug_lite.tensorflow import KerasHook, ReductionConfig, SaveConfig, get_hook  # noqa: E402
+from smdebug_lite.trials import create_trial  # noqa: E402
+
+LR = 0.1
+BATCH = 4
+
+
+def make_model(seed: int = 0, optimizer=None):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([
+        keras.Input((4,)),
+        keras.layers.Dense(3, activation="relu", name="hidden"),
+        keras.layers.Dense(2, name="out"),
+    ], name="net")
+    model.compile(optimizer or keras.optimizers.SGD(LR), "mse", metrics=["mae"])
+    return model
+
+
+def data(n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, 4)).astype("float32"), rng.normal(size=(n, 2)).astype("float32")
+
+
+def reference(weights, xb, yb):
+    """Forward pass, loss and gradients of `net` computed without Keras."""
+    w1, b1, w2, b2 = (tf.constant(w) for w in weights)
+    with tf.GradientTape() as tape:
+        tape.watch([w1, b1, w2, b2])
+        hidden = tf.nn.relu(xb @ w1 + b1)
+        pred = hidden @ w2 + b2
+        loss = tf.reduce_mean(tf.square(pred - yb))
+    grads = tape.gradient(loss, [w1, b1, w2, b2])
+    return {"hidden": hidden.numpy(), "pred": pred.numpy(), "loss": float(loss),
+            "grads": [g.numpy() for g in grads]}
+
+
+WEIGHTS = ["net/hidden/kernel:0", "net/hidden/bias:0", "net/out/kernel:0", "net/out/bias:0"]
+GRADS = ["gradients/net/hidden/kernelGrad", "gradients/net/hidden/biasGrad",
+         "gradients/net/out/kernelGrad", "gradients/net/out/biasGrad"]
+
+
+class LogRecorder(keras.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.train, self.test, self.epochs = [], [], []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.train.append(dict(logs))
+
+    def on_test_batch_end(self, batch, logs=None):
+        self.test.append(dict(logs))
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epochs.append(dict(logs))
+
+
+@pytest.fixture(autouse=True)
+def _no_current_hook():
+    singleton.del_hook()
+    yield
+    singleton.del_hook()
+
+
+def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="smdebug_lite")
+    x, y = data(12, 1)
+    xv, yv = data(8, 2)
+    model = make_model()
+    hook = KerasHook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["weights", "biases", "gradients", "layers", "outputs"])
+    rec = LogRecorder()
+    history = model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
+                        validation_data=(xv, yv), callbacks=[hook, rec])
+    model.evaluate(xv, yv, batch_size=BATCH, verbose=0, callbacks=[hook])
+    predicted = model.predict(xv, batch_size=BATCH, verbose=0, callbacks=[hook])
+    hook.close()
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+    # The model is left exactly as Keras built it.
+    assert not getattr(model.train_function, "_smd_runner", False)
+    assert "train_step" not in model.__dict__ and "call" not in model.layers[0].__dict__
+    assert "apply" not in model.optimizer.__dict__
+
+    trial = create_trial(str(tmp_path / "run"))
+    assert trial.steps(mode=modes.TRAIN) == list(range(6))
+    assert trial.steps(mode=modes.EVAL) == list(range(6))  # 2 x 2 validation + 2 evaluate
+    assert trial.steps(mode=modes.PREDICT) == [0, 1]
+    assert set(trial.tensor_names(collection="gradients")) == set(GRADS)
+    assert set(trial.tensor_names(collection="weights")) == {WEIGHTS[0], WEIGHTS[2]}
+    assert set(trial.tensor_names(collection="biases")) == {WEIGHTS[1], WEIGHTS[3]}
+    assert set(trial.tensor_names(collection="layers")) == {
+        "hidden/inputs", "hidden/outputs", "out/inputs", "out/outputs"}
+
+    def at(name, step, mode):
+        return trial.tensor(name).value(step, mode=mode)
+
+    for k in range(6):
+        xb, yb = x[(k % 3) * BATCH:(k % 3 + 1) * BATCH], y[(k % 3) * BATCH:(k % 3 + 1) * BATCH]
+        weights = [at(w, k, modes.TRAIN) for w in WEIGHTS]
+        ref = reference(weights, xb, yb)
+        for name, expected in zip(GRADS, ref["grads"], strict=True):
+            np.testing.assert_allclose(at(name, k, modes.TRAIN), expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(at("hidden/inputs", k, modes.TRAIN), xb)
+        np.testing.assert_allclose(at("hidden/outputs", k, modes.TRAIN), ref["hidden"], atol=1e-6)
+        np.testing.assert_allclose(at("out/outputs", k, modes.TRAIN), ref["pred"], atol=1e-5)
+        np.testing.assert_allclose(at("predictions", k, modes.TRAIN), ref["pred"], atol=1e-5)
+        np.testing.assert_allclose(at("labels", k, modes.TRAIN), yb)
+        np.testing.assert_allclose(at("loss", k, modes.TRAIN), [rec.train[k]["loss"]])
+        np.testing.assert_allclose(at("mae", k, modes.TRAIN), [rec.train[k]["mae"]])
+        if k < 5:  # weights are saved before each step: SGD moved them by -lr * gradient
+            for w, g in zip(WEIGHTS, GRADS, strict=True):
+                np.testing.assert_allclose(at(w, k + 1, modes.TRAIN),
+                                           at(w, k, modes.TRAIN) - LR * at(g, k, modes.TRAIN),
+                                           rtol=1e-5, atol=1e-6)
+
+    for k in range(6):  # validation batches (and evaluate) are EVAL steps with layer tensors
+        xb = xv[(k % 2) * BATCH:(k % 2 + 1) * BATCH]
+        weights = [at(w, k, modes.EVAL) for w in WEIGHTS]
+        ref = reference(weights, xb, yv[(k % 2) * BATCH:(k % 2 + 1) * BATCH])
+        np.testing.assert_allclose(at("hidden/outputs", k, modes.EVAL), ref["hidden"], atol=1e-6)
+        assert trial.tensor(GRADS[0]).steps(mode=modes.EVAL) == []
+        if k < 4:
+            np.testing.assert_allclose(at("loss", k, modes.EVAL), [rec.test[k]["loss"]])
+    # Epoch-level validation results go into the last validation step of each epoch.
+    assert trial.tensor("val_loss").steps(mode=modes.EVAL) == [1, 3]
+    np.testing.assert_allclose(
+        [at("val_loss", s, modes.EVAL)[0] for s in (1, 3)], history.history["val_loss"])
+    assert "val_loss" in trial.tensor_names(collection="losses")
+    assert "val_mae" in trial.tensor_names(collection="metrics")
+    np.testing.assert_allclose(
+        np.concatenate([at("predictions", s, modes.PREDICT) for s in (0, 1)]), predicted,
+        atol=1e-6)
+
+
+def test_json_config_interval_reductions_and_custom_collection(tmp_path):
+    config = {
+        "LocalPath": str(tmp_path / "run"),
+        "HookParameters": {"save_interval": "2"},
+        "CollectionConfigurations": [
+            {"CollectionName": "gradients",
+             "CollectionParameters": {"reductions": "mean,max,variance,std,l1_norm,l2_norm,abs_min"}},
+            {"CollectionName": "raw_grads", "CollectionParameters": {"include_regex": "^gradients/"}},
+            {"CollectionName": "weights", "CollectionParameters": {"reductions": "mean"}},
+            {"CollectionName": "hidden_layer",
+             "CollectionParameters": {"include_regex": "hidden/outputs", "save_interval": "3"}},
+        ],
+    }
+    path = tmp_path / "hook.json"
+    path.write_text(json.dumps(config))
+    hook = get_hook("keras", json_config_path=str(path), create_if_not_exists=True)
+    assert isinstance(hook, KerasHook) and get_hook() is hook
+    x, y = data(24, 3)
+    model = make_model(1)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
+    hook.close()
+
+    trial = create_trial(config["LocalPath"])
+    grad = trial.tensor(GRADS[0])
+    assert grad.steps() == [0, 2, 4]
+    assert trial.tensor("hidden/outputs").steps() == [0, 3]
+    assert "out/outputs" not in trial.tensor_names()
+    assert trial.tensor("loss").steps() == list(range(6))[::2]  # losses follow the hook interval
+    raw = grad.value(2).astype(np.float64)
+    expected = {"mean": raw.mean(), "max": raw.max(), "variance": raw.var(ddof=1),
+                "std": raw.std(ddof=1), "l1": np.abs(raw).sum(),
+                "l2": np.sqrt((raw ** 2).sum())}
+    for red, value in expected.items():
+        np.testing.assert_allclose(grad.reduction_value(2, red), value, rtol=1e-5)
+    np.testing.assert_allclose(grad.reduction_value(2, "min", abs=True), np.abs(raw).min(),
+                               rtol=1e-6)
+    index = json.loads(next((tmp_path / "run" / "index").glob("*/000000000002_*.json")).read_text())
+    names = {t["tensorname"] for t in index["tensor_payload"]}
+    assert f"smdebug/reductions/variance/{GRADS[0]}" in names
+    assert f"smdebug/reductions/abs_min/{GRADS[0]}" in names
+    assert f"smdebug/reductions/l2/{GRADS[0]}" in names
+    assert f"smdebug/reductions/mean/{WEIGHTS[0]}" in names  # TF names keep their :0
+    assert WEIGHTS[0] not in names  # a reduction-only collection saves no raw tensor
+
+
+def test_gradient_tape_loop(tmp_path):
+    x, y = data(12, 4)
+    model = make_model(2)
+    optimizer = keras.optimizers.SGD(LR)
+    hook = KerasHook(str(tmp_path / "tape"), save_config=SaveConfig(save_interval=2),
+                     include_collections=["weights", "biases", "gradients", "layers"])
+    hook.register_model(model)
+    expected = {}
+    for step in range(3):
+        xb, yb = x[step * BATCH:(step + 1) * BATCH], y[step * BATCH:(step + 1) * BATCH]
+        before = [v.numpy() for v in model.trainable_variables]
+        with hook.wrap_tape(tf.GradientTape()) as tape:
+            loss = tf.reduce_mean(tf.square(model(xb) - yb))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        hook.save_scalar("lr", LR)
+        expected[step] = (before, reference(before, xb, yb), float(loss))
+    hook.close()
+    assert isinstance(tape, tf.GradientTape)
+
+    trial = create_trial(str(tmp_path / "tape"))
+    assert trial.steps() == [0, 1, 2]  # 1 holds only the scalar
+    assert trial.steps(mode=modes.TRAIN) == [0, 1, 2]
+    for step in (0, 2):
+        before, ref, loss = expected[step]
+        for name, w in zip(WEIGHTS, before, strict=True):
+            np.testing.assert_array_equal(trial.tensor(name).value(step), w)
+        for name, g in zip(GRADS, ref["grads"], strict=True):
+            np.testing.assert_allclose(trial.tensor(name).value(step), g, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(trial.tensor("hidden/outputs").value(step), ref["hidden"],
+                                   atol=1e-6)
+        np.testing.assert_allclose(trial.tensor("loss").value(step), loss, rtol=1e-6)
+    np.testing.assert_allclose(trial.tensor("scalar/lr").value(1), [LR])
+
+
+def test_save_gradients_from_a_compiled_step(tmp_path):
+    x, y = data(8, 5)
+    model = make_model(3)
+    optimizer = keras.optimizers.SGD(LR)
+    hook = KerasHook(str(tmp_path / "fn"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["gradients"])
+
+    @tf.function
+    def train_step(xb, yb):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(xb) - yb))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss, grads
+
+    saved = []
+    for step in range(2):
+        hook.set_mode(modes.TRAIN)
+        hook.start_step()
+        loss, grads = train_step(x[step * BATCH:(step + 1) * BATCH], y[step * BATCH:(step + 1) * BATCH])
+        hook.save_gradients(grads, model.trainable_variables)
+        hook.save_tensor("my_loss", loss, "custom")
+        saved.append([g.numpy() for g in grads])
+    hook.close()
+    trial = create_trial(str(tmp_path / "fn"))
+    for step in range(2):
+        for name, g in zip(GRADS, saved[step], strict=True):
+            np.testing.assert_array_equal(trial.tensor(name).value(step), g)
+    assert trial.tensor("my_loss").steps() == [0, 1]
+
+
+def test_hook_failure_never_stops_training(tmp_path, caplog):
+    x, y = data(12, 6)
+    model = make_model(4)
+    hook = KerasHook(str(tmp_path / "broken"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["gradients", "layers"])
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    hook._write_tf = broken  # an internal error in the middle of the first saved step
+    with caplog.at_level(logging.ERROR):
+        history = model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[hook])
+    assert len(history.history["loss"]) == 2
+    assert hook.disabled
+    assert any("boom" in r.getMessage() for r in caplog.records)
+    assert not getattr(model.train_function, "_smd_runner", False)
+    assert "train_step" not in model.__dict__ and "call" not in model.layers[0].__dict__
+    hook.close()
+
+
+def test_default_configuration_saves_losses_and_metrics_only(tmp_path):
+    x, y = data(8, 7)
+    model = make_model(5, optimizer=keras.optimizers.Adam(0.01))
+    hook = KerasHook(str(tmp_path / "default"), save_config=SaveConfig(save_interval=1),
+                     reduction_config=ReductionConfig(reductions=["mean"], save_raw_tensor=True))
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = create_trial(str(tmp_path / "default"))
+    assert set(trial.tensor_names()) == {"loss", "mae"}
+    assert trial.tensor("loss").steps() == [0, 1]
+    assert "train_step" not in model.__dict__  # nothing to capture: Keras' own step ran
+    # No batch-end methods: where Keras dispatches batch ends asynchronously, it still may.
+    from keras.src.utils.python_utils import is_default
+
+    for method in ("on_batch_end", "on_train_batch_end", "on_test_batch_end",
+                   "on_predict_batch_end"):
+        assert is_default(getattr(hook, method)), method
+
+
+def test_fit_that_raised_leaves_a_usable_hook(tmp_path):
+    """Keras calls no *_end callback when fit raises; the next fit must start clean."""
+    x, y = data(12, 8)
+    model = make_model(6)
+    hook = KerasHook(str(tmp_path / "raised"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["gradients"])
+
+    class Explode(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch == 1:
+                raise KeyboardInterrupt("user stop")
+
+    with pytest.raises(KeyboardInterrupt):
+        model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook, Explode()])
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    assert not getattr(model.train_function, "_smd_runner", False)
+    assert "train_step" not in model.__dict__ and "call" not in model.layers[0].__dict__
+    trial = create_trial(str(tmp_path / "raised"))
+    # Step 1 began, then the user's callback raised before it ran: it has no gradients.
+    assert trial.tensor(GRADS[0]).steps(mode=modes.TRAIN) == [0, 2, 3, 4]

@@ -1,0 +1,69 @@
+"""The launcher runs an unmodified Keras script (tf.keras, fit with validation, evaluate) and the
+hook from the DebugHookConfig JSON saves what the JSON asks for."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from smdebug_lite import modes  # noqa: E402
+from smdebug_lite.trials import create_trial  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = textwrap.dedent("""
+    import os
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 4)).astype("float32")
+    y = rng.integers(0, 3, size=32)
+    model = tf.keras.Sequential([tf.keras.Input((4,)),
+                                 tf.keras.layers.Dense(8, activation="relu", name="hidden"),
+                                 tf.keras.layers.Dense(3, name="logits")])
+    model.compile("adam", tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"])
+    model.fit(x, y, batch_size=8, epochs=2, validation_data=(x[:16], y[:16]), verbose=0)
+    model.evaluate(x, y, batch_size=16, verbose=0)
+    print("TRAINING DONE")
+""")
+
+
+def test_unmodified_keras_script(tmp_path):
+    out = tmp_path / "tensors"
+    config = tmp_path / "debughookconfig.json"
+    config.write_text(json.dumps({
+        "LocalPath": str(out),
+        "HookParameters": {"save_interval": "2"},
+        "CollectionConfigurations": [
+            {"CollectionName": "gradients"},
+            {"CollectionName": "hidden_out", "CollectionParameters": {"include_regex": "hidden/outputs"}},
+            {"CollectionName": "losses", "CollectionParameters": {"save_interval": "1"}},
+        ]}))
+    (tmp_path / "train.py").write_text(SCRIPT)
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}
+    env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
+    proc = subprocess.run([sys.executable, "-m", "container.train", "train.py"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "TRAINING DONE" in proc.stdout
+    assert (out / "training_job_end.ts").exists()
+    trial = create_trial(str(out))
+    assert trial.tensor("gradients/sequential/hidden/kernelGrad").steps(mode=modes.TRAIN) == [0, 2, 4, 6]
+    assert trial.tensor("hidden/outputs").steps(mode=modes.TRAIN) == [0, 2, 4, 6]
+    assert trial.tensor("hidden/outputs").steps(mode=modes.EVAL) == [0, 2, 4]
+    assert trial.tensor("loss").steps(mode=modes.TRAIN) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert trial.tensor("loss").steps(mode=modes.EVAL) == [0, 1, 2, 3, 4, 5]
+    assert trial.tensor("accuracy").steps(mode=modes.TRAIN) == [0, 2, 4, 6]
+    assert "val_loss" in trial.tensor_names()
