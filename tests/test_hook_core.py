@@ -96,3 +96,14 @@ def test_stop_signal_from_a_rule_is_seen(tmp_path):
     hook._stop_poller = None  # skip the poll interval
     assert hook.stop_requested() is True
     hook.close()
+
+
+def test_a_disabled_hook_still_ends_the_run_on_disk(tmp_path):
+    """Readers must learn that training ended (not wait out a timeout) after a hook failure."""
+    hook = HookCore(str(tmp_path), save_config=SaveConfig(save_interval=1))
+    hook.start_step()
+    with hook.failsafe("test"):
+        raise RuntimeError("broken before anything was written")
+    hook.close()
+    assert (tmp_path / "collections/000000000/worker_0_collections.json").is_file()
+    assert (tmp_path / "training_job_end.ts").is_file()

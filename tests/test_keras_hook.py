@@ -319,3 +319,31 @@ def test_fit_that_raised_leaves_a_usable_hook(tmp_path):
     trial = create_trial(str(tmp_path / "raised"))
     # Step 1 began, then the user's callback raised before it ran: it has no gradients.
     assert trial.tensor(GRADS[0]).steps(mode=modes.TRAIN) == [0, 2, 3, 4]
+
+
+def test_xla_compiled_step_and_steps_per_execution(tmp_path):
+    """Capture works when Keras compiles the step with XLA, and with several batches per call."""
+    x, y = data(16, 9)
+    model = make_model(7)
+    model.compile(keras.optimizers.SGD(LR), "mse", jit_compile=True)
+    hook = KerasHook(str(tmp_path / "xla"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["weights", "biases", "gradients", "layers"])
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = create_trial(str(tmp_path / "xla"))
+    for k in range(3):
+        xb, yb = x[k * BATCH:(k + 1) * BATCH], y[k * BATCH:(k + 1) * BATCH]
+        ref = reference([trial.tensor(w).value(k) for w in WEIGHTS], xb, yb)
+        for name, expected in zip(GRADS, ref["grads"], strict=True):
+            np.testing.assert_allclose(trial.tensor(name).value(k), expected, rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(trial.tensor("hidden/outputs").value(k), ref["hidden"],
+                                   rtol=1e-5, atol=1e-6)
+
+    model = make_model(8)
+    model.compile(keras.optimizers.SGD(LR), "mse", steps_per_execution=2)
+    hook = KerasHook(str(tmp_path / "spe"), save_config=SaveConfig(save_interval=1),
+                     include_collections=["gradients"])
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
+    hook.close()
+    trial = create_trial(str(tmp_path / "spe"))
+    assert trial.tensor(GRADS[0]).steps() == [0, 1]  # one step per call of 2 batches

@@ -29,7 +29,9 @@ def run_rule(path: str, name: str, **params):
 
 
 def keras_run(tmp_path, name: str, lr: float, zero_init: bool = False, epochs: int = 8) -> str:
-    keras = pytest.importorskip("keras")
+    pytest.importorskip("tensorflow")
+    import keras
+
     from smdebug_lite.tensorflow import KerasHook, SaveConfig
 
     keras.utils.set_random_seed(0)

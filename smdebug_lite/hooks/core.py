@@ -606,14 +606,17 @@ class HookCore:
                 with self.failsafe("close"):
                     self.end_step()
                     self._report_unmatched(first_only=False)
-                    if self.writes and self.last_saved_step is None and not self.disabled:
-                        self._writer_for_step()  # an empty run still gets its collections file
-                    if self._writer is not None:
-                        self._exported_names = -1
-                        self._maybe_export_collections()
-            if self._writer is not None:
+            # Even a hook that disabled itself ends the run cleanly on disk (collections file,
+            # end marker): readers waiting for data learn that training is over instead of
+            # waiting out their timeout, and what was saved before the failure stays readable.
+            if self.writes:
                 try:
-                    self._writer.close(mark_training_end=None if not self.disabled else False)
+                    writer = self._writer_for_step()
+                    self._exported_names = -1
+                    self._maybe_export_collections()
+                    writer.close()
+                except _SilentDisable:
+                    pass
                 except Exception as e:
                     logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
             if self._tb is not None:

@@ -47,7 +47,7 @@ class StepIndex:
     """One index file: what one worker saved at one step, and where in its event file."""
 
     __slots__ = ("step", "worker", "mode", "mode_step", "event_rel", "entries", "reductions",
-                 "shapes", "original_names", "names", "_size")
+                 "shapes", "original_names", "names", "tracked", "_size")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int,
                  event_rel: str | None, entries: dict[str, Entry]) -> None:
@@ -61,6 +61,7 @@ class StepIndex:
         self.shapes: dict[str, tuple[int, ...]] | None = None
         self.original_names: dict[str, str] | None = None
         self.names: dict[str, Any] | set[str] = entries  # every base tensor name present
+        self.tracked = 0  # entries the garbage collector tracks (see _shapes_as_strings)
         self._size = -1
 
     @property
@@ -92,8 +93,7 @@ def _shapes_as_strings(text: bytes) -> bytes | None:
     and is never tracked; `entry_shape` turns it into a (shared) tuple on use. Applied only to
     the layout smdebug-lite writes (shape right before content_offset, no shape_payload).
     """
-    n = text.count(_SHAPE_OPEN)
-    if n and n == text.count(_SHAPE_CLOSE) and b'"shape_payload": []' in text:
+    if text.endswith(b'"shape_payload": []}') and _SHAPE_OPEN in text:
         return text.replace(_SHAPE_OPEN, b'"shape": "[').replace(_SHAPE_CLOSE,
                                                                   b']", "content_offset"')
     return None
@@ -131,7 +131,14 @@ def parse_step_index(text: bytes | str, key: str) -> StepIndex:
         text = text.encode("utf-8")
     try:
         compact = _shapes_as_strings(text)
-        doc = json.loads(compact if compact is not None else text)
+        doc = None
+        if compact is not None:
+            try:
+                doc = json.loads(compact)
+            except ValueError:  # not quite our layout after all
+                compact = None
+        if doc is None:
+            doc = json.loads(text)
         meta = doc["meta"]
         mode = _MODES[meta.get("mode", "GLOBAL")]
         mode_step = int(meta.get("mode_step", step))
@@ -155,6 +162,8 @@ def parse_step_index(text: bytes | str, key: str) -> StepIndex:
     if entries:
         event_rel = meta.get("event_file_name") or event_file_name(step, worker)
     si = StepIndex(step, worker, mode, mode_step, event_rel, entries)
+    if compact is None and payload and payload[0].get("shape") is not None:
+        si.tracked = len(entries)
     if _REDUCTION_MARK in text:
         reductions: dict[str, dict[tuple[str, bool], Entry]] = {}
         for name in [n for n in entries if n.startswith(REDUCTIONS_PREFIX)]:

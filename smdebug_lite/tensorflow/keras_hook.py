@@ -290,10 +290,8 @@ class KerasHook(HookCore, keras.callbacks.Callback):
                 self._set_role(name, K.OPTIMIZER_VARIABLES)
                 self._write_tf(name, v)
 
-    def _save_logs(self, logs: dict | None, keys: Iterable[str] | None = None) -> None:
+    def _save_logs(self, logs: dict | None) -> None:
         for key, value in (logs or {}).items():
-            if keys is not None and key not in keys:
-                continue
             if key == "outputs" or not isinstance(value, (int, float, np.number, np.ndarray, tf.Tensor)):
                 continue
             self._set_role(key, log_key_collection(key))

@@ -207,7 +207,7 @@ class Trial:
         now = time.monotonic()
         with bulk_load() as bulk:
             docs = self._index.poll()
-            bulk.entries = sum(len(si.entries) for si in docs)
+            bulk.entries = sum(si.tracked for si in docs)
             if self._ingest(docs):
                 self._last_new_data = now
         if ended:
