@@ -157,3 +157,19 @@ def test_smdebug_import_name_resolves_to_smdebug_lite():
                          cwd=str(REPO))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_local_listing_is_incremental_and_prefix_form_independent(tmp_path):
+    w = TrialWriter(str(tmp_path))
+    for step in (1, 2, 1500):
+        sw = w.new_step(step, ModeKeys.TRAIN, step)
+        sw.add_tensor("x", np.zeros(1))
+        w.submit(sw)
+    w.close()
+    storage = LocalStorage(str(tmp_path))
+    keys = storage.list("index")
+    assert keys == storage.list("index/")
+    assert keys == [index_file_name(s, "worker_0") for s in (1, 2, 1500)]
+    after = index_file_name(1, "worker_0")
+    assert storage.list("index/", start_after=after) == keys[1:]
+    assert "training_job_end.ts" in storage.list("")

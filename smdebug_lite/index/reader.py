@@ -121,9 +121,12 @@ def shape_tuple(shape: object) -> tuple[int, ...]:
     return t
 
 
-def parse_step_index(text: bytes | str, key: str) -> StepIndex:
-    """Parse one index file; IndexReaderException names the file and the problem."""
-    parsed = parse_index_file_name(key)
+def parse_step_index(text: bytes | str, key: str,
+                     parsed: tuple[int, str] | None = None) -> StepIndex:
+    """Parse one index file; IndexReaderException names the file and the problem.
+    `parsed`: (step, worker) from the key when the caller already has it."""
+    if parsed is None:
+        parsed = parse_index_file_name(key)
     if parsed is None:
         raise IndexReaderException(f"{key}: not an index file name (<step>_<worker>.json expected)")
     step, worker = parsed
@@ -270,6 +273,7 @@ class IndexReader:
     def poll(self) -> list[StepIndex]:
         """Index files not read before, in key order (i.e. step order)."""
         keys = []
+        names: dict[str, tuple[int, str]] = {}
         for key in self.storage.list(INDEX_DIR, start_after=self.start_after):
             if key in self._seen or not key.startswith(INDEX_DIR + "/"):
                 continue
@@ -280,6 +284,7 @@ class IndexReader:
                 self._seen.add(key)
                 continue
             keys.append(key)
+            names[key] = parsed
         if not keys:
             return []
         if self.storage.is_local:
@@ -297,7 +302,7 @@ class IndexReader:
                     continue  # vanished between list and read; listed again next time
                 self._seen.add(key)
                 try:
-                    docs.append(parse_step_index(text, key))
+                    docs.append(parse_step_index(text, key, names[key]))
                 except IndexReaderException as e:
                     self.bad_files[key] = str(e)
                     logger.error("Skipping unreadable index file %s: %s", self.storage.uri(key), e)

@@ -55,18 +55,20 @@ class LocalStorage(Storage):
         return os.path.exists(os.path.join(self.root, rel))
 
     def list(self, rel_prefix: str, start_after: str | None = None) -> list[str]:
-        base = os.path.join(self.root, rel_prefix)
+        rel_prefix = rel_prefix.rstrip("/")  # "index/" and "index" list the same keys
+        base = os.path.join(self.root, rel_prefix) if rel_prefix else self.root
         if not os.path.isdir(base):
             return []
         out = []
         root_len = len(self.root) + 1
         for dirpath, dirnames, filenames in os.walk(base):
             rel_dir = dirpath[root_len:].replace(os.sep, "/")
+            prefix = f"{rel_dir}/" if rel_dir else ""
             if start_after is not None:
                 # Prune whole directories that sort entirely before the token.
-                dirnames[:] = [d for d in dirnames if f"{rel_dir}/{d}/\uffff" > start_after]
+                dirnames[:] = [d for d in dirnames if f"{prefix}{d}/\uffff" > start_after]
             for name in filenames:
-                key = f"{rel_dir}/{name}"
+                key = f"{prefix}{name}"
                 if start_after is None or key > start_after:
                     out.append(key)
         out.sort()

@@ -22,7 +22,7 @@ from smdebug_lite.exceptions import (
     StepUnavailable,
     TensorUnavailableForStep,
 )
-from smdebug_lite.index import StepIndex, entry_shape
+from smdebug_lite.index import StepIndex, entry_shape, gc_paused
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys, parse_mode
 from smdebug_lite.reductions import check_reduction_name, compute_reduction
 from smdebug_lite.trials.value_reader import NoRawValue
@@ -224,10 +224,13 @@ class Tensor:
                 sis.append(self._pick(held, gs, s, mode, worker))
             one_worker = worker is not None
         try:
-            arrays = trial._read_named(sis, self.name, steps, mode, one_worker)
+            # Bulk reads create many small objects and no garbage cycles: the collector is
+            # paused meanwhile rather than rescanning the trial's index objects repeatedly.
+            with gc_paused():
+                arrays = trial._read_named(sis, self.name, steps, mode, one_worker)
+                return dict(zip(steps, arrays, strict=True))
         except NoRawValue as e:
             raise self._no_value(sis[e.index], steps[e.index], mode) from None
-        return dict(zip(steps, arrays, strict=True))
 
     def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The saved shape, else the raw value's shape (from the index when it records it)."""

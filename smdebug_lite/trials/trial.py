@@ -241,9 +241,10 @@ class Trial:
         step, worker, mode = si.step, si.worker, si.mode
         tensors = self._tensors
         names = si.names
-        new = names.keys() - tensors.keys() if isinstance(names, dict) else names - tensors.keys()
-        for name in new:
-            tensors[name] = Tensor(name, self)
+        keys = names.keys() if isinstance(names, dict) else names
+        if not keys <= tensors.keys():  # usually the same tensors as the step before
+            for name in keys - tensors.keys():
+                tensors[name] = Tensor(name, self)
         if si.original_names:
             for name, original in si.original_names.items():
                 tensors[name].original_name = original
@@ -260,7 +261,8 @@ class Trial:
             mode_names = self._tensors_for_mode.get(mode)
             if mode_names is None:
                 mode_names = self._tensors_for_mode[mode] = set()
-            mode_names.update(names)
+            if not keys <= mode_names:
+                mode_names.update(keys)
         if step not in self._global_to_mode:
             self._global_to_mode[step] = (mode, si.mode_step)
             if step > self._max_step:

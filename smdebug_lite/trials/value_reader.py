@@ -202,7 +202,8 @@ class ValueReader:
                 fs.bad[name] = self._problem(data, start, entry)
                 continue
             if shape.__class__ is not tuple:
-                shape = shapes_get(shape) or shape_tuple(shape)
+                cached = shapes_get(shape)
+                shape = shape_tuple(shape) if cached is None else cached
             try:
                 arr = arrays[name] = ndarray(shape, dt, data, start + offset)
             except (TypeError, ValueError):
@@ -386,7 +387,8 @@ class ValueReader:
                     out[i] = self._read_range(self._state(si), si, entry)  # explains, or decodes
                     continue
                 if shape.__class__ is not tuple:
-                    shape = shapes_get(shape) or shape_tuple(shape)
+                    cached = shapes_get(shape)
+                    shape = shape_tuple(shape) if cached is None else cached
                 arr = out[i] = ndarray(shape, dt, data, offset)
                 fs = cache[rel] = _FileState(si.step, si.worker)  # type: ignore[index]
                 fs.arrays[name] = arr
