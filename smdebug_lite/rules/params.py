@@ -12,11 +12,11 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from smdebug_lite.config.reduction_config import parse_bool_flag
+
 T = TypeVar("T")
 
 _NONE_STRINGS = {"", "none", "null"}
-_TRUE = {"true", "1", "yes", "y", "on", "t"}
-_FALSE = {"false", "0", "no", "n", "off", "f"}
 
 
 def _fail(rule: str, name: str, value: Any, expected: str) -> ValueError:
@@ -79,17 +79,10 @@ def parse_int(rule: str, name: str, value: Any, *, allow_none: bool = False,
 
 def parse_bool(rule: str, name: str, value: Any) -> bool:
     """true/false in any case (also 1/0, yes/no); a real bool passes through."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
-    if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    raise _fail(rule, name, value, "true or false")
+    try:
+        return parse_bool_flag(value, name)
+    except ValueError:
+        raise _fail(rule, name, value, "true or false") from None
 
 
 def parse_str_list(rule: str, name: str, value: Any) -> list[str]:
