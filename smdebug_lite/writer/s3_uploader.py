@@ -82,9 +82,13 @@ class S3Uploader:
             return
         for attempt in range(1, self.retries + 1):
             try:
+                staged = os.stat(local)
                 s3_client().upload_file(local, self.bucket, key, Config=config)
                 self.uploaded += 1
-                os.unlink(local)
+                # The file may have been staged again (a new inode, renamed into place) while
+                # this upload ran; that newer copy is uploaded by its own queue entry.
+                if os.stat(local).st_ino == staged.st_ino:
+                    os.unlink(local)
                 return
             except Exception as e:
                 if attempt == self.retries or _permanent(e):
