@@ -173,3 +173,33 @@ def test_local_listing_is_incremental_and_prefix_form_independent(tmp_path):
     after = index_file_name(1, "worker_0")
     assert storage.list("index/", start_after=after) == keys[1:]
     assert "training_job_end.ts" in storage.list("")
+
+
+def test_file_restaged_during_its_upload_is_not_lost(s3_bucket, tmp_path):
+    """The collections file is rewritten while an earlier version uploads: the newer staged
+    copy must survive that upload and reach S3 through its own queue entry."""
+    from smdebug_lite.storage.s3 import s3_client
+    from smdebug_lite.writer.s3_uploader import S3Uploader
+
+    rel = "collections/000000000/worker_0_collections.json"
+    staging = LocalStorage(str(tmp_path))
+    staging.write_atomic(rel, b"v1")
+    uploader = S3Uploader(str(tmp_path), f"s3://{s3_bucket}/run")
+    restaged = []
+
+    def restage_once(**_):
+        if not restaged:
+            restaged.append(True)
+            staging.write_atomic(rel, b"v2")  # a new inode renamed into place mid-upload
+            uploader.enqueue(rel)
+
+    events = s3_client().meta.events
+    events.register("before-call.s3.PutObject", restage_once)
+    try:
+        uploader.enqueue(rel)
+        uploader.close()
+    finally:
+        events.unregister("before-call.s3.PutObject", restage_once)
+    assert uploader.error is None
+    assert restaged
+    assert open_storage(f"s3://{s3_bucket}/run").read(rel) == b"v2"
