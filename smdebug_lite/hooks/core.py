@@ -293,12 +293,7 @@ class HookCore:
             self._refresh_worker_identity()
             self._prepare_collections()
         mode, mode_step = self.mode, self.mode_step
-        self._saving = [
-            c for c in self._included
-            if c.save_config.should_save_step(mode, mode_step)
-            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
-        ]
-        self._set_saving_ids()
+        self._select_saving(mode, mode_step)
         if self._saving and self.writes:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
             if self._tb is None and self.tensorboard_dir:
@@ -306,6 +301,15 @@ class HookCore:
         for name, value, wall in self._pending_scalars:  # saved before the first step began
             self._scalar_writer().add_tensor(name, value, wall)
         self._pending_scalars.clear()
+
+    def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
+        """The included collections that save this step (gradients never in EVAL/PREDICT)."""
+        self._saving = [
+            c for c in self._included
+            if c.save_config.should_save_step(mode, mode_step)
+            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
+        ]
+        self._set_saving_ids()
 
     def _set_saving_ids(self) -> None:
         ids = frozenset(id(c) for c in self._saving)
@@ -449,12 +453,7 @@ class HookCore:
 
     def _begin_saving_recheck(self) -> None:
         mode, mode_step = self.mode, self.mode_step
-        self._saving = [
-            c for c in self._included
-            if c.save_config.should_save_step(mode, mode_step)
-            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
-        ]
-        self._set_saving_ids()
+        self._select_saving(mode, mode_step)
         if self._saving and self.writes and self._step_writer is None and self.step >= 0:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
 
