@@ -9,8 +9,9 @@ then times, in a fresh process per library:
   reduce    reduction_value(step, "mean") for every tensor and step
   all       every value of every tensor (Tensor.values() for every tensor)
 
-smdebug-lite uses a fresh trial per measurement (no warm cache) and reports the best of
---repeat runs; smdebug runs once. Wall-clock and CPU seconds are both printed: on a shared
+Every measurement uses a fresh trial (no warm cache) and reports the best of several runs:
+--repeat for smdebug-lite, --ref-repeat for smdebug's load / one tensor / one step (its
+reduction and all-values passes take minutes, so they run once, sampled as below). Wall-clock and CPU seconds are both printed: on a shared
 machine the CPU seconds are steadier (smdebug's wall time includes its 1 s sleep). Where smdebug would take longer than --budget seconds for an
 operation, a sample of its calls is timed and the total extrapolated; the output says so.
 Finally the number of S3 requests for a full load is measured against moto's S3 server.
@@ -47,8 +48,9 @@ LABELS = {
 
 # Runs in a child process, for either library (same API). Prints one JSON line.
 CHILD = r"""
-import json, random, sys, time
+import gc, json, random, sys, time
 MODULE, PATH, OPS, REPEAT, BUDGET = sys.argv[1], sys.argv[2], sys.argv[3].split(","), int(sys.argv[4]), float(sys.argv[5])
+SAMPLE = sys.argv[6] == "sample"  # the slow bulk operations: one sampled run instead of best-of
 create_trial = __import__(MODULE + ".trials", fromlist=["create_trial"]).create_trial
 wall, cpu = time.perf_counter, time.process_time
 out = {}
@@ -56,6 +58,12 @@ out = {}
 def fresh():
     tr = create_trial(PATH)
     return tr, tr.tensor_names()
+
+def collected():
+    # Trials are reference cycles (a Tensor points back at its trial): the previous run's trial
+    # is freed by the garbage collector, whenever it runs. Run it here, untimed, so that neither
+    # library's measurement includes freeing an earlier trial.
+    gc.collect()
 
 def timed(fn, *args):
     w0, c0 = wall(), cpu()
@@ -66,12 +74,18 @@ def best(fn, setup=lambda tr, names: ()):
     # A fresh trial per run; `setup` (untimed) picks the arguments, e.g. which step.
     runs = []
     for _ in range(REPEAT):
+        collected()
         tr, names = fresh()
-        runs.append(timed(fn, tr, names, *setup(tr, names)))
+        args = setup(tr, names)
+        collected()
+        runs.append(timed(fn, tr, names, *args))
     return {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs), "sampled": None}
 
 if "load" in OPS:
-    runs = [timed(fresh) for _ in range(REPEAT)]
+    runs = []
+    for _ in range(REPEAT):
+        collected()
+        runs.append(timed(fresh))
     tr, names = fresh()
     out["load"] = {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs), "sampled": None}
 
@@ -108,17 +122,19 @@ def reduce_all(tr, names):
             t.reduction_value(s, "mean")
 
 if "reduce" in OPS:
-    if REPEAT > 1:
+    if not SAMPLE:
         out["reduce"] = best(reduce_all)
     else:
+        collected()
         tr, names = fresh()
         calls = [(n, s) for n in names for s in tr.tensor(n).steps()]
         out["reduce"] = sampled(calls, len(calls), lambda c: tr.tensor(c[0]).reduction_value(c[1], "mean"))
 
 if "all" in OPS:
-    if REPEAT > 1:
+    if not SAMPLE:
         out["all"] = best(lambda tr, names: [tr.tensor(n).values() for n in names])
     else:
+        collected()
         tr, names = fresh()
         out["all"] = sampled(list(names), len(names), lambda n: tr.tensor(n).values())
 print("RESULT " + json.dumps(out))
@@ -156,14 +172,14 @@ def build_job(path: Path, steps: int, tensors: int) -> None:
 
 
 def run_child(python: str, module: str, job: Path, ops: list[str], repeat: int, budget: float,
-              extra_env: dict[str, str] | None = None) -> dict:
+              sample: bool = False, extra_env: dict[str, str] | None = None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["SMDEBUG_LOG_LEVEL"] = "warning"
     if module == "smdebug_lite":
         env["PYTHONPATH"] = str(REPO)
     env.update(extra_env or {})
     proc = subprocess.run([python, "-c", CHILD, module, str(job), ",".join(ops), str(repeat),
-                           str(budget)], capture_output=True, text=True, env=env, cwd="/tmp",
+                           str(budget), "sample" if sample else "best"], capture_output=True, text=True, env=env, cwd="/tmp",
                           timeout=3600)
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -231,7 +247,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, nargs="+", default=[1000, 5000])
     ap.add_argument("--tensors", type=int, default=50)
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "smdebug_lite_bench"))
-    ap.add_argument("--repeat", type=int, default=3, help="runs per measurement for smdebug-lite")
+    ap.add_argument("--repeat", type=int, default=7, help="runs per measurement for smdebug-lite")
+    ap.add_argument("--ref-repeat", type=int, default=3,
+                    help="runs per measurement for smdebug (load, one tensor, one step)")
     ap.add_argument("--budget", type=float, default=20.0,
                     help="seconds smdebug may spend per operation before sampling kicks in")
     ap.add_argument("--no-smdebug", action="store_true")
@@ -251,7 +269,8 @@ def main() -> None:
         print(f"\n== {steps} steps x {args.tensors} tensors ({steps * args.tensors} values) ==")
         build_job(job, steps, args.tensors)
         ours = run_child(sys.executable, "smdebug_lite", job, list(OPS), args.repeat, args.budget)
-        theirs = run_child(ref, "smdebug", job, list(OPS), 1, args.budget) if ref else {}
+        theirs = (run_child(ref, "smdebug", job, list(OPS), args.ref_repeat, args.budget, sample=True)
+                  if ref else {})
         print(f"  seconds: wall (cpu)  {'':18s} {'smdebug-lite':>19s} {'smdebug 1.0.34':>21s} "
               f"{'speedup wall (cpu)':>19s}")
         for op in OPS:

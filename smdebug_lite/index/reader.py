@@ -5,7 +5,7 @@ smdebug re-listed and re-sorted the whole index tree on every call; here a poll 
 skips keys already read and downloads the new ones together (concurrently on S3).
 
 Index files are parsed into `StepIndex` objects that keep the JSON entry dicts as they come from
-`json.loads`: building other objects per entry cost more than parsing the JSON itself, and the
+the JSON parser: building other objects per entry cost more than parsing the JSON itself, and the
 trial only needs name -> entry lookups. Entries are validated when a value is read.
 """
 
@@ -34,12 +34,27 @@ from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.storage import Storage
+from smdebug_lite.storage.local_reads import read_many
 
 logger = get_logger(__name__)
 
 RangeSteps = tuple[int | None, int | None]
 Entry = dict[str, Any]  # one tensor_payload item: tensorname, start_idx, length (+ our extras)
 _MODES = {m.name: m for m in ModeKeys}
+
+try:  # about twice as fast as the json module on index files, which dominate trial loading
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
+    _fast_loads = json.loads
+
+
+def _loads(text: bytes) -> Any:
+    """Parse JSON; what the fast parser refuses (e.g. integers past 64 bits) goes to json,
+    which parses it or raises the explanatory ValueError."""
+    try:
+        return _fast_loads(text)
+    except ValueError:
+        return json.loads(text)
 _REDUCTION_MARK = REDUCTIONS_PREFIX.encode()
 
 
@@ -137,11 +152,11 @@ def parse_step_index(text: bytes | str, key: str,
         doc = None
         if compact is not None:
             try:
-                doc = json.loads(compact)
+                doc = _loads(compact)
             except ValueError:  # not quite our layout after all
                 compact = None
         if doc is None:
-            doc = json.loads(text)
+            doc = _loads(text)
         meta = doc["meta"]
         mode = _MODES[meta.get("mode", "GLOBAL")]
         mode_step = int(meta.get("mode_step", step))
@@ -288,8 +303,11 @@ class IndexReader:
         if not keys:
             return []
         if self.storage.is_local:
-            root = self.storage.root + "/"
-            texts: list[bytes | None] = [self._read_local_or_none(root + k) for k in keys]
+            try:
+                texts: list[bytes | None] = list(read_many(self.storage.root, keys))
+            except FileNotFoundError:
+                root = self.storage.root + "/"
+                texts = [self._read_local_or_none(root + k) for k in keys]
         else:
             try:
                 texts = list(self.storage.read_many(keys))

@@ -36,12 +36,13 @@ from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
 from smdebug_lite.index import Entry, StepIndex, entry_shape, read_local, shape_tuple
 from smdebug_lite.index.reader import _SHAPES
 from smdebug_lite.storage import Storage
+from smdebug_lite.storage.local_reads import read_many
 
 # The keys of an index entry written by smdebug-lite for a plain numeric tensor.
 _FAST_FIELDS = itemgetter("start_idx", "length", "crc32c", "dtype", "shape", "content_offset")
 _FAST_KEYS = 7  # the six above plus "tensorname"
-_ARRAY_OVERHEAD = 128
-_os_open, _pread, _os_close, _O_RDONLY = os.open, os.pread, os.close, os.O_RDONLY  # approximate bytes of an ndarray object, for cache accounting
+_ARRAY_OVERHEAD = 128  # approximate bytes of an ndarray object, for cache accounting
+_BATCH_BYTES = 64 << 20  # records read alone are fetched about this many bytes at a time
 _DTYPES: dict[str, np.dtype] = {
     np.dtype(t).str: np.dtype(t)
     for t in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?", "c8", "c16")
@@ -323,8 +324,9 @@ class ValueReader:
         values already decoded can be taken from that worker's column of the tensor.
 
         Locally, a file not seen yet is read for this record only (one tensor over many steps
-        touches each file once; a second record wanted loads the file whole). On S3 the files
-        not cached yet are fetched whole and concurrently, a chunk at a time.
+        touches each file once; a second record wanted loads the file whole), many files at a
+        time (`read_many`). On S3 the files not cached yet are fetched whole and concurrently,
+        `chunk` at a time.
         """
         out: list[np.ndarray | None] = []
         if one_worker and sis:
@@ -335,30 +337,110 @@ class ValueReader:
                     return out  # type: ignore[return-value]
         if not out:
             out = [None] * len(sis)
-        cache = self._cache
-        cache_get = cache.get
-        columns = self._columns
+        if self._local_root is not None:
+            self._read_named_local(out, sis, name)
+        else:
+            self._read_named_remote(out, sis, name, chunk)
+        return out  # type: ignore[return-value]
+
+    def _read_named_local(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
+                          name: str) -> None:
+        cache_get = self._cache.get
         read = self.read
-        local = self._local_root is not None
-        root = f"{self._local_root}/"
-        ndarray, fields, dtypes_get, crc32c = np.ndarray, _FAST_FIELDS, _DTYPES.get, _crc
-        shapes_get = _SHAPES.get
+        dtypes_get, fields = _DTYPES.get, _FAST_FIELDS
+        # Records in our writer's layout from files not read yet: fetched together below.
+        plan: list[tuple] = []
+        rels: list[str] = []
+        starts: list[int] = []
+        lengths: list[int] = []
+        for i, si in enumerate(sis):
+            if out[i] is not None:
+                continue
+            fs = cache_get(si.event_rel)  # type: ignore[arg-type]
+            if fs is not None:
+                arr = fs.arrays.get(name)
+                if arr is not None:
+                    out[i] = arr
+                    continue
+            entry = si.entries.get(name)
+            if entry is None:
+                raise NoRawValue(i)
+            if fs is not None or len(entry) != _FAST_KEYS:
+                out[i] = read(si, entry)
+                continue
+            try:
+                start, length, crc, dtype, shape, offset = fields(entry)
+            except KeyError:
+                out[i] = read(si, entry)
+                continue
+            dt = dtypes_get(dtype)
+            if dt is None:
+                out[i] = read(si, entry)
+                continue
+            plan.append((i, si, length, crc, dt, shape, offset))
+            rels.append(si.event_rel)  # type: ignore[arg-type]
+            starts.append(start)
+            lengths.append(length)
+        # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
+        lo = 0
+        while lo < len(plan):
+            hi, size = lo, 0
+            while hi < len(plan) and (size < _BATCH_BYTES or hi == lo):
+                size += lengths[hi]
+                hi += 1
+            datas = read_many(self._local_root, rels[lo:hi], starts[lo:hi], lengths[lo:hi])  # type: ignore[arg-type]
+            self._view_records(out, plan[lo:hi], datas, name)
+            lo = hi
+
+    def _view_records(self, out: list[np.ndarray | None], plan: list[tuple], datas: list[bytes],
+                      name: str) -> None:
+        """Check each record read alone and view its raw bytes as the array."""
+        cache, columns = self._cache, self._columns
+        ndarray, crc32c, shapes_get = np.ndarray, _crc, _SHAPES.get
+        added = reads = 0
+        for (i, si, length, crc, dt, shape, offset), data in zip(plan, datas, strict=True):
+            if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
+                out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
+                continue
+            if shape.__class__ is not tuple:
+                cached = shapes_get(shape)
+                shape = shape_tuple(shape) if cached is None else cached
+            try:
+                arr = out[i] = ndarray(shape, dt, data, offset)
+            except (TypeError, ValueError):
+                out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
+                continue
+            fs = cache[si.event_rel] = _FileState(si.step, si.worker)
+            fs.arrays[name] = arr
+            fs.nbytes = length + _ARRAY_OVERHEAD
+            added += fs.nbytes
+            col = columns.get((name, si.worker))
+            if col is None:
+                col = columns[(name, si.worker)] = {}
+            col[si.step] = arr
+            reads += 1
+        self.range_reads += reads
+        self._cached_bytes += added
+        if self._cached_bytes > self.cache_bytes:
+            self._evict()
+
+    def _read_named_remote(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
+                           name: str, chunk: int) -> None:
+        cache_get = self._cache.get
+        read = self.read
         for lo in range(0, len(sis), chunk):
             hi = min(len(sis), lo + chunk)
-            if not local:
-                todo = [si for i, si in enumerate(sis[lo:hi], lo) if out[i] is None
-                        and si.event_rel and si.size <= self.whole_file_max
-                        and (cache_get(si.event_rel) is None or cache_get(si.event_rel).data is None)
-                        and name in si.entries]
-                if len(todo) > 1:
-                    self._prefetch(todo)
-            added = 0
+            todo = [si for i, si in enumerate(sis[lo:hi], lo) if out[i] is None
+                    and si.event_rel and si.size <= self.whole_file_max
+                    and (cache_get(si.event_rel) is None or cache_get(si.event_rel).data is None)
+                    and name in si.entries]
+            if len(todo) > 1:
+                self._prefetch(todo)
             for i in range(lo, hi):
                 if out[i] is not None:
                     continue
                 si = sis[i]
-                rel = si.event_rel
-                fs = cache_get(rel)  # type: ignore[arg-type]
+                fs = cache_get(si.event_rel)  # type: ignore[arg-type]
                 if fs is not None:
                     arr = fs.arrays.get(name)
                     if arr is not None:
@@ -367,40 +449,4 @@ class ValueReader:
                 entry = si.entries.get(name)
                 if entry is None:
                     raise NoRawValue(i)
-                if fs is not None or not local or len(entry) != _FAST_KEYS:
-                    out[i] = read(si, entry)
-                    continue
-                # First record wanted from this local file, in our writer's layout: read just
-                # the record, check its CRC, view its raw bytes.
-                try:
-                    start, length, crc, dtype, shape, offset = fields(entry)
-                except KeyError:
-                    out[i] = read(si, entry)
-                    continue
-                dt = dtypes_get(dtype)
-                fd = _os_open(root + rel, _O_RDONLY)  # type: ignore[operator]
-                try:
-                    data = _pread(fd, length, start)
-                finally:
-                    _os_close(fd)
-                if dt is None or len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
-                    out[i] = self._read_range(self._state(si), si, entry)  # explains, or decodes
-                    continue
-                if shape.__class__ is not tuple:
-                    cached = shapes_get(shape)
-                    shape = shape_tuple(shape) if cached is None else cached
-                arr = out[i] = ndarray(shape, dt, data, offset)
-                fs = cache[rel] = _FileState(si.step, si.worker)  # type: ignore[index]
-                fs.arrays[name] = arr
-                fs.nbytes = length + _ARRAY_OVERHEAD
-                added += fs.nbytes
-                col = columns.get((name, si.worker))
-                if col is None:
-                    col = columns[(name, si.worker)] = {}
-                col[si.step] = arr
-                self.range_reads += 1
-            if added:
-                self._cached_bytes += added
-                if self._cached_bytes > self.cache_bytes:
-                    self._evict()
-        return out  # type: ignore[return-value]
+                out[i] = read(si, entry)
