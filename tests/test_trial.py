@@ -441,5 +441,30 @@ def test_small_cache_evicts_and_stays_correct(tmp_path, monkeypatch):
     reader = t._values
     assert reader.cached_bytes <= 4200 + 2000 and len(reader._cache) < 30
     cached = {(n, st) for (n, _), col in reader._columns.items() for st in col}
-    held = {(n, fs.step) for fs in reader._cache.values() for n in fs.arrays}
+    held = {rec for entry in reader._cache.values() for rec in entry.held()}
     assert cached == held  # evicted files left no arrays behind
+
+
+def test_bulk_reads_keep_array_identity_and_read_each_file_whole_at_most_once(tmp_path, monkeypatch):
+    """values() reads one record per file; a second tensor of those files reads them whole,
+    once; arrays already returned stay the same objects throughout."""
+    import smdebug_lite.storage.local_reads as local_reads
+
+    monkeypatch.setattr(local_reads, "PARALLEL_MIN", 4)  # the threaded path, on a small job
+    out = str(tmp_path / "bulk")
+    write_job(out, range(12))
+    t = create_trial(out)
+    reader = t._values
+    w = t.tensor("w").values()
+    assert reader.range_reads == 12 and reader.file_reads == 0
+    for s, v in w.items():
+        np.testing.assert_array_equal(v, simple_tensors(s)["w"])
+        assert t.tensor("w").value(s) is v  # from the bulk read, no file touched
+    assert reader.range_reads == 12 and reader.file_reads == 0
+    b = t.tensor("b").values()  # the second record of each file: read whole
+    assert reader.file_reads == 12 and reader.range_reads == 12
+    assert list(b) == list(range(12)) and b[5].tolist() == [5.0] * 3
+    assert all(t.tensor("w").value(s) is v for s, v in w.items())
+    assert t.tensor("loss").values()[3] == pytest.approx(simple_tensors(3)["loss"])
+    assert reader.file_reads == 12  # nothing read again
+    assert t.tensor("w").values() == w and all(t.tensor("w").values()[s] is w[s] for s in w)

@@ -78,6 +78,24 @@ class _FileState:
         self.bad: dict[str, str] | None = None
         self.nbytes = 0
 
+    def held(self) -> list[tuple[str, int]]:
+        return [(name, self.step) for name in self.arrays]
+
+
+class _Batch:
+    """Records of one tensor that one bulk read took alone from many files. They are cached
+    and evicted together: a long `values()` costs one cache entry, not one per file."""
+
+    __slots__ = ("name", "sis", "nbytes")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sis: list[StepIndex] = []
+        self.nbytes = 0
+
+    def held(self) -> list[tuple[str, int]]:
+        return [(self.name, si.step) for si in self.sis]
+
 
 def _fast(entry: Entry) -> tuple[np.dtype, int] | None:
     """(dtype, content offset) when the record's raw bytes can be viewed without protobuf."""
@@ -97,7 +115,10 @@ class ValueReader:
         self.whole_file_max = (_env_mb("SMDEBUG_READER_WHOLE_FILE_MB", 8)
                                if whole_file_max is None else whole_file_max)
         self._local_root = storage.root if storage.is_local else None
-        self._cache: OrderedDict[str, _FileState] = OrderedDict()
+        # Least recently used first: event files by path, and batches of records read alone.
+        self._cache: OrderedDict[str | _Batch, _FileState | _Batch] = OrderedDict()
+        # Files with records read alone (in a batch) but not read whole.
+        self._partial: set[str] = set()
         # The same arrays by (record name, worker) -> {step: array}: a tensor's values over
         # many steps are then looked up in one small, step-ordered dict instead of one file
         # state per step (far fewer scattered memory reads).
@@ -124,8 +145,17 @@ class ValueReader:
             col = self._columns[(name, fs.worker)] = {}
         col[fs.step] = arr
 
-    def _forget(self, fs: _FileState) -> None:
+    def _forget(self, fs: _FileState | _Batch) -> None:
         columns = self._columns
+        if isinstance(fs, _Batch):
+            for si in fs.sis:
+                self._partial.discard(si.event_rel)  # type: ignore[arg-type]
+                if si.event_rel in self._cache:
+                    continue  # read whole since: the file's state owns the array now
+                col = columns.get((fs.name, si.worker))
+                if col is not None:
+                    col.pop(si.step, None)
+            return
         for name in fs.arrays:
             col = columns.get((name, fs.worker))
             if col is not None:
@@ -153,6 +183,7 @@ class ValueReader:
 
     def clear(self) -> None:
         self._cache.clear()
+        self._partial.clear()
         self._columns.clear()
         self._cached_bytes = 0
 
@@ -179,6 +210,10 @@ class ValueReader:
         columns = self._columns
         step, worker = fs.step, fs.worker
         size = len(data)
+        # Records read alone before (by a bulk read) keep their array objects.
+        adopt = si.event_rel in self._partial
+        if adopt:
+            self._partial.discard(si.event_rel)  # type: ignore[arg-type]
         ndarray = np.ndarray
         crc32c = _crc
         dtypes_get = _DTYPES.get
@@ -196,6 +231,11 @@ class ValueReader:
             dt = dtypes_get(dtype)
             if dt is None or len(entry) != _FAST_KEYS or name in arrays:
                 continue  # narrowing (orig_dtype) or unknown layout: decoded on request
+            if adopt:
+                prev = columns.get((name, worker), {}).get(step)
+                if prev is not None:
+                    arrays[name] = prev
+                    continue
             end = start + length
             if end > size or crc32c(data[start + HEADER_SIZE : end - 4]) != crc:
                 if fs.bad is None:
@@ -280,6 +320,10 @@ class ValueReader:
         name = entry.get("tensorname")
         fs = self._cache.get(rel)
         if fs is None:
+            col = self._columns.get((name, si.worker))  # type: ignore[arg-type]
+            arr = col.get(si.step) if col is not None else None
+            if arr is not None:
+                return arr  # read alone by a bulk read
             # A single value: other records of the same step are likely next (a rule reading
             # several tensors of one step), so the whole file is read unless it is large.
             fs = self._state(si)
@@ -346,6 +390,7 @@ class ValueReader:
     def _read_named_local(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
                           name: str) -> None:
         cache_get = self._cache.get
+        partial = self._partial
         read = self.read
         dtypes_get, fields = _DTYPES.get, _FAST_FIELDS
         # Records in our writer's layout from files not read yet: fetched together below.
@@ -353,19 +398,23 @@ class ValueReader:
         rels: list[str] = []
         starts: list[int] = []
         lengths: list[int] = []
+        # Nothing cached (a fresh trial) means no file has been read yet: no lookups needed.
+        # (Files read in part belong to a cached batch, so `partial` is empty then too.)
+        check = bool(self._cache)
         for i, si in enumerate(sis):
             if out[i] is not None:
                 continue
-            fs = cache_get(si.event_rel)  # type: ignore[arg-type]
-            if fs is not None:
-                arr = fs.arrays.get(name)
-                if arr is not None:
-                    out[i] = arr
-                    continue
             entry = si.entries.get(name)
             if entry is None:
                 raise NoRawValue(i)
-            if fs is not None or len(entry) != _FAST_KEYS:
+            if check:
+                fs = cache_get(si.event_rel)  # type: ignore[arg-type]
+                if fs is not None or si.event_rel in partial:
+                    # Decoded already, or a second record wanted from a file: read it whole.
+                    arr = fs.arrays.get(name) if fs is not None else None
+                    out[i] = arr if arr is not None else read(si, entry)
+                    continue
+            if len(entry) != _FAST_KEYS:
                 out[i] = read(si, entry)
                 continue
             try:
@@ -395,34 +444,40 @@ class ValueReader:
     def _view_records(self, out: list[np.ndarray | None], plan: list[tuple], datas: list[bytes],
                       name: str) -> None:
         """Check each record read alone and view its raw bytes as the array."""
-        cache, columns = self._cache, self._columns
+        columns = self._columns
         ndarray, crc32c, shapes_get = np.ndarray, _crc, _SHAPES.get
-        added = reads = 0
+        batch = _Batch(name)
+        keep, touch = batch.sis.append, self._partial.add
+        added = 0
+        worker = col = last_shape = shape_t = None
         for (i, si, length, crc, dt, shape, offset), data in zip(plan, datas, strict=True):
             if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
                 out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
                 continue
-            if shape.__class__ is not tuple:
-                cached = shapes_get(shape)
-                shape = shape_tuple(shape) if cached is None else cached
+            if shape is not last_shape:
+                last_shape = shape
+                shape_t = shape if shape.__class__ is tuple else shapes_get(shape) or shape_tuple(shape)
             try:
-                arr = out[i] = ndarray(shape, dt, data, offset)
+                arr = out[i] = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
                 continue
-            fs = cache[si.event_rel] = _FileState(si.step, si.worker)
-            fs.arrays[name] = arr
-            fs.nbytes = length + _ARRAY_OVERHEAD
-            added += fs.nbytes
-            col = columns.get((name, si.worker))
-            if col is None:
-                col = columns[(name, si.worker)] = {}
-            col[si.step] = arr
-            reads += 1
-        self.range_reads += reads
-        self._cached_bytes += added
-        if self._cached_bytes > self.cache_bytes:
-            self._evict()
+            if si.worker is not worker:
+                worker = si.worker
+                col = columns.get((name, worker))
+                if col is None:
+                    col = columns[(name, worker)] = {}
+            col[si.step] = arr  # type: ignore[index]
+            keep(si)
+            touch(si.event_rel)
+            added += length + _ARRAY_OVERHEAD
+        if batch.sis:
+            batch.nbytes = added
+            self._cache[batch] = batch
+            self.range_reads += len(batch.sis)
+            self._cached_bytes += added
+            if self._cached_bytes > self.cache_bytes:
+                self._evict()
 
     def _read_named_remote(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
                            name: str, chunk: int) -> None:
