@@ -50,16 +50,29 @@ def pytorch_rows() -> list[Scenario]:
     ]
 
 
+PAIRED_BLOCK = 50  # steps per block when the hooked model and its plain twin alternate
+
+
 def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) -> dict:
+    """ms per step of the model, and of an identical model without hook trained in the same
+    process in alternating blocks of PAIRED_BLOCK steps ("paired" figures): on a shared VM the
+    speed of a whole process varies by more than the effect measured, while two loops
+    interleaved in one process see the same machine."""
     import torch
     from torch import nn
 
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+
+    def make():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                           nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 10))
+        return m, torch.optim.SGD(m.parameters(), lr=0.01)
+
+    model, opt = make()
+    twin, twin_opt = make()
     loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    twin_loss = nn.CrossEntropyLoss()
     xs = [torch.randn(64, 256) for _ in range(8)]
     ys = [torch.randint(0, 10, (64,)) for _ in range(8)]
     hook = None
@@ -79,19 +92,35 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
         loss_fn(model(xs[i % 8]), ys[i % 8]).backward()
         opt.step()
 
+    def twin_step(i: int) -> None:
+        twin_opt.zero_grad()
+        twin_loss(twin(xs[i % 8]), ys[i % 8]).backward()
+        twin_opt.step()
+
     for i in range(warmup):
         step(i)
-    start, cpu_start = time.perf_counter(), time.thread_time()
-    for i in range(warmup, warmup + steps):
-        step(i)
-    elapsed, cpu = time.perf_counter() - start, time.thread_time() - cpu_start
+        twin_step(i)
+    elapsed = cpu = twin_elapsed = twin_cpu = 0.0
+    wall, thread = time.perf_counter, time.thread_time
+    for lo in range(warmup, warmup + steps, PAIRED_BLOCK):
+        block = range(lo, min(lo + PAIRED_BLOCK, warmup + steps))
+        w0, c0 = wall(), thread()
+        for i in block:
+            step(i)
+        w1, c1 = wall(), thread()
+        for i in block:
+            twin_step(i)
+        w2, c2 = wall(), thread()
+        elapsed, cpu = elapsed + w1 - w0, cpu + c1 - c0
+        twin_elapsed, twin_cpu = twin_elapsed + w2 - w1, twin_cpu + c2 - c1
     close_s = 0.0
     if hook is not None:
         t = time.perf_counter()
         hook.close()
         close_s = time.perf_counter() - t
     return {"ms_per_step": 1000 * elapsed / steps, "cpu_ms_per_step": 1000 * cpu / steps,
-            "close_ms": 1000 * close_s}
+            "close_ms": 1000 * close_s, "paired_ms_per_step": 1000 * twin_elapsed / steps,
+            "paired_cpu_ms_per_step": 1000 * twin_cpu / steps}
 
 
 ROW_FUNCTIONS: list[Callable[[], list[Scenario]]] = [pytorch_rows]
@@ -176,7 +205,46 @@ def main(argv: list[str] | None = None) -> int:
                 continue  # a worker that does not measure it (e.g. no CPU time)
             results = {k: min(v, key=lambda r: r[metric]) for k, v in runs.items()}
             _print_table(scenarios, impls, results, metric, title)
+        _print_paired(scenarios, impls, runs)
     return 0
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
+    """Hook cost against the plain twin model trained in the same process (median of runs)."""
+    hooked = [sc for sc in scenarios if sc.saved_every is not None]
+    if not hooked or not all("paired_ms_per_step" in r for sc in hooked for label, _, _ in impls
+                             for r in runs[(sc.name, label)]):
+        return
+    print(f"\n{scenarios[0].framework}: paired with a plain twin model in the same process "
+          "(alternating blocks; median of runs)")
+    header = f"{'scenario':40s}" + "".join(f"{label:>16s}{'overhead':>10s}{'added/saved':>13s}"
+                                             for label, _, _ in impls)
+    print(header)
+    print("-" * len(header))
+    added: dict[tuple[str, str], float] = {}
+    for sc in hooked:
+        row = f"{sc.name:40s}"
+        for label, _, _ in impls:
+            rs = runs[(sc.name, label)]
+            ms = _median([r["ms_per_step"] for r in rs])
+            over = _median([r["ms_per_step"] / r["paired_ms_per_step"] - 1 for r in rs])
+            per_saved = _median([(r["ms_per_step"] - r["paired_ms_per_step"]) * sc.saved_every
+                                 for r in rs])
+            added[(sc.name, label)] = per_saved
+            row += f"{ms:16.3f}{100 * over:+9.1f}%{per_saved:13.3f}"
+        print(row)
+    if len(impls) > 1:
+        ours, theirs = impls[0][0], impls[1][0]
+        for sc in hooked:
+            if added[(sc.name, theirs)] > 0:
+                print(f"  {sc.name}: ours adds {added[(sc.name, ours)] / added[(sc.name, theirs)]:.2f}x "
+                      "of smdebug's time per saved step (paired)")
 
 
 def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:

@@ -528,3 +528,49 @@ def test_reductions_travel_to_the_host_in_one_packed_copy():
         assert got.dtype == t.dtype
         np.testing.assert_array_equal(cpu_tensor_to_numpy(got).astype(np.float64),
                                       cpu_tensor_to_numpy(t).astype(np.float64))
+
+
+def test_schedule_changed_mid_run_applies_from_the_next_step(tmp_path):
+    """Steps between saves skip the schedule checks; a schedule changed meanwhile (a new
+    SaveConfig, or an attribute of a SaveConfigMode) is still honoured at once."""
+    out = tmp_path / "run"
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=10),
+                    include_collections=["weights"])
+    model = MLP()
+    hook.register_module(model)
+    hook.set_mode(smd.modes.TRAIN)
+    x = torch.randn(2, 6)
+    for step in range(25):
+        if step == 3:
+            hook.get_collection("weights").save_config = smd.SaveConfig(save_interval=4)
+        if step == 14:
+            hook.get_collection("weights").save_config.get_save_config(smd.modes.TRAIN).save_interval = 5
+        model(x)
+    hook.close()
+    assert steps_of(read_out_dir(out), "MLP_fc1.weight", "TRAIN") == [0, 4, 8, 12, 15, 20]
+
+
+def test_set_step_backwards_saves_a_scheduled_step(tmp_path):
+    out = tmp_path / "run"
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=10),
+                    include_regex=["w"], include_collections=[])
+    hook.set_mode(smd.modes.TRAIN)
+    for step in (21, 25, 20, 23):
+        hook.set_step(step)
+        hook.save_tensor("w", np.array([float(step)]), "w")
+    hook.close()
+    assert steps_of(read_out_dir(out), "w", "TRAIN") == [20]
+
+
+def test_gradient_hooks_are_attached_only_while_a_step_saves_gradients(tmp_path):
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=3),
+                    include_collections=["gradients"])
+    model = MLP()
+    hook.register_module(model)
+    attached = []
+    for _ in range(7):
+        model(torch.randn(2, 6)).sum().backward()
+        attached.append(sum(bool(p._post_accumulate_grad_hooks) for p in model.parameters()))
+    hook.close()
+    assert attached == [4, 0, 0, 4, 0, 0, 4]
+    assert steps_of(read_out_dir(tmp_path / "run"), "gradient/MLP_fc1.weight", "GLOBAL") == [0, 3, 6]

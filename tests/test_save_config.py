@@ -315,3 +315,17 @@ def test_same_schedules_and_json_as_smdebug_1_0_34():
         cfg = SaveConfig(**kwargs)
         assert saved(cfg) == ref[2 * i], kwargs
         assert cfg.to_json_dict() == ref[2 * i + 1], kwargs
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"save_interval": 7}, {"save_interval": 5, "start_step": 12, "end_step": 31},
+    {"save_interval": 4, "end_step": 0, "save_steps": [3, 9, 40]},
+    {"save_interval": 100, "start_step": 150}, {"save_interval": 3, "save_steps": [1, 2, 50]},
+])
+def test_next_save_step_agrees_with_should_save_step(kwargs):
+    cfg = SaveConfigMode(**kwargs)
+    saved = [s for s in range(600) if cfg.should_save_step(s)]
+    for step in range(560):
+        expected = next((s for s in saved if s >= step), None)
+        got = cfg.next_save_step(step)
+        assert got == expected or (expected is None and (got is None or got >= 600)), step

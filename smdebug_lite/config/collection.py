@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from smdebug_lite.config.reduction_config import ReductionConfig, parse_bool_flag
-from smdebug_lite.config.save_config import SaveConfig
+from smdebug_lite.config.save_config import SaveConfig, _schedules_changed
 from smdebug_lite.exceptions import SMDebugValueError
 
 COLLECTION_KEYS = (
@@ -268,6 +268,7 @@ class Collection:
     def save_config(self, value: Any) -> None:
         # None stays None (inherit the hook's); anything else is normalised to a SaveConfig.
         self._save_config = None if value is None else SaveConfig.parse(value)
+        _schedules_changed()
 
     @property
     def save_histogram(self) -> bool:

@@ -70,8 +70,28 @@ def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
     return steps
 
 
+_generation = 0
+
+
+def schedule_generation() -> int:
+    """A number that changes whenever any save schedule changes, so that a hook can keep
+    "nothing saves before step N" between steps and recheck only after a change. Assigning an
+    attribute of a SaveConfigMode, a mode of a SaveConfig or a collection's save_config counts
+    as a change; editing a ``save_steps`` list in place does not (assign a new list)."""
+    return _generation
+
+
+def _schedules_changed() -> None:
+    global _generation
+    _generation += 1
+
+
 class SaveConfigMode:
     """The save schedule of one mode. Attributes are plain, as in smdebug."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        _schedules_changed()
 
     def __init__(
         self,
@@ -111,6 +131,16 @@ class SaveConfigMode:
         if self.end_step is not None and step >= self.end_step:
             return False
         return step % self.save_interval == 0
+
+    def next_save_step(self, step: int) -> int | None:
+        """The first step >= `step` that this schedule saves (None: none ever will)."""
+        listed = [s for s in self.save_steps if s >= step]
+        best = min(listed) if listed else None
+        first = max(step, self.start_step)
+        periodic = -(-first // self.save_interval) * self.save_interval
+        if self.end_step is None or periodic < self.end_step:
+            best = periodic if best is None else min(best, periodic)
+        return best
 
     def to_json_dict(self) -> dict[str, Any]:
         # Key order is the one smdebug writes in collections files.
@@ -200,6 +230,10 @@ class SaveConfig:
     modes not listed with those arguments.
     """
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        _schedules_changed()
+
     def __init__(
         self,
         mode_save_configs: Mapping[Any, SaveConfigMode | Mapping[str, Any] | None] | None = None,
@@ -241,6 +275,7 @@ class SaveConfig:
     def set_save_config(self, mode: Any, save_config_mode: SaveConfigMode | None) -> None:
         m = parse_mode(mode)
         self.mode_save_configs[m] = _as_mode_config(save_config_mode, m)
+        _schedules_changed()
 
     def missing_modes(self) -> list[ModeKeys]:
         return [m for m, cfg in self.mode_save_configs.items() if cfg is None]
@@ -249,7 +284,11 @@ class SaveConfig:
         return not self.missing_modes()
 
     def should_save_step(self, mode: Any, step: int) -> bool:
-        return self.get_save_config(mode).should_save_step(step)
+        # Called for every collection on every training step: ModeKeys skip parse_mode.
+        cfg = self.mode_save_configs.get(mode) if mode.__class__ is ModeKeys else None
+        if cfg is None:
+            cfg = self.get_save_config(mode)
+        return cfg.should_save_step(step)
 
     # -- merging ----------------------------------------------------------------------------
 
@@ -278,6 +317,7 @@ class SaveConfig:
             if source is None:
                 source = fallback.copy() if fallback is not None else SaveConfigMode()
             self.mode_save_configs[mode] = source
+            _schedules_changed()
 
     def copy(self) -> SaveConfig:
         return SaveConfig(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import math
 import os
 import re
 import threading
@@ -40,7 +41,7 @@ from smdebug_lite.config.collection import (
 )
 from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode, schedule_generation
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
 from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
@@ -156,10 +157,16 @@ class HookCore:
         self.last_saved_step: int | None = None
         self._prepared = False
         self._match_cache: dict[str, list[Collection]] = {}
-        # Plans depend only on the name and on which collections save this step; steps with the
-        # same set of saving collections reuse them (a plan is never mutated once built).
+        # Plans depend only on the name and on which collections save this step: one cache per
+        # set of saving collections, so that steps alternating between sets (weights every 10
+        # steps, losses every step) reuse their plans (a plan is never mutated once built).
+        self._plan_caches: dict[frozenset[int], dict[str, TensorPlan | None]] = {}
         self._plan_cache: dict[str, TensorPlan | None] = {}
         self._plan_key: frozenset[int] = frozenset()
+        self._saving_ids: frozenset[int] = frozenset()
+        # mode -> (schedule generation, mode step checked, next mode step at which an included
+        # collection saves): steps strictly between the two skip the per-collection checks.
+        self._quiet: dict[ModeKeys, tuple[int, int, float]] = {}
         self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
         self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
@@ -254,7 +261,9 @@ class HookCore:
             elif coll.reduction_config is None:
                 coll.reduction_config = self.reduction_config.copy()
         self._match_cache.clear()
-        self._plan_cache.clear()
+        self._quiet.clear()
+        self._plan_caches.clear()
+        self._plan_cache = self._plan_caches[self._plan_key] = {}
         self._prepared = True
 
     # -- steps ---------------------------------------------------------------------------------
@@ -292,7 +301,12 @@ class HookCore:
         if not self._prepared:
             self._refresh_worker_identity()
             self._prepare_collections()
-        mode, mode_step = self.mode, self.mode_step
+        mode = self.mode
+        mode_step = self.mode_steps.get(mode, -1)
+        quiet = self._quiet.get(mode)
+        if (quiet is not None and quiet[1] < mode_step < quiet[2] and not self._saving
+                and not self._pending_scalars and quiet[0] == schedule_generation()):
+            return  # nothing saves this step, as on the step before
         self._select_saving(mode, mode_step)
         if self._saving and self.writes:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
@@ -304,18 +318,29 @@ class HookCore:
 
     def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
         """The included collections that save this step (gradients never in EVAL/PREDICT)."""
-        self._saving = [
-            c for c in self._included
-            if c.save_config.should_save_step(mode, mode_step)
-            and not (mode in (ModeKeys.EVAL, ModeKeys.PREDICT) and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)
-        ]
-        self._set_saving_ids()
+        generation = schedule_generation()
+        no_grads = mode is ModeKeys.EVAL or mode is ModeKeys.PREDICT
+        candidates = [c for c in self._included
+                      if not (no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)]
+        saving = [c for c in candidates if c.save_config.should_save_step(mode, mode_step)]
+        if saving or self._saving:  # most steps save nothing, like the step before
+            self._saving = saving
+            self._set_saving_ids()
+        following = [c.save_config.get_save_config(mode).next_save_step(mode_step + 1)
+                     for c in candidates]
+        self._quiet[mode] = (generation, mode_step,
+                             min((n for n in following if n is not None), default=math.inf))
 
     def _set_saving_ids(self) -> None:
         ids = frozenset(id(c) for c in self._saving)
         if ids != self._plan_key:
             self._plan_key = ids
-            self._plan_cache.clear()
+            cache = self._plan_caches.get(ids)
+            if cache is None:
+                if len(self._plan_caches) >= 64:
+                    self._plan_caches.clear()
+                cache = self._plan_caches[ids] = {}
+            self._plan_cache = cache
         self._saving_ids = ids
 
     @property

@@ -9,6 +9,7 @@ synchronisation per saved step instead of one per tensor.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -66,6 +67,42 @@ def host_copy(t: torch.Tensor) -> np.ndarray:
     return _copy_plain(_plain(t))
 
 
+class HostBuffers:
+    """Host tensors that raw snapshots are copied into, reused once the writer has written them.
+
+    A fresh host allocation per saved tensor costs more than the copy: large blocks come from
+    the OS as untouched pages, and each page faults on first write. Buffers taken for a step
+    come back through `give_back` (the writer thread calls it after writing the step); a buffer
+    never given back (dry run, a failed writer) is simply freed. CUDA tensors are copied into
+    page-locked buffers, which the device copies into faster.
+    """
+
+    def __init__(self, max_free_per_shape: int = 4) -> None:
+        self._free: dict[tuple, list[torch.Tensor]] = {}
+        self._lock = threading.Lock()
+        self.max_free_per_shape = max_free_per_shape
+
+    def take(self, like: torch.Tensor) -> torch.Tensor:
+        pinned = like.is_cuda
+        key = (tuple(like.shape), like.dtype, pinned)
+        with self._lock:
+            free = self._free.get(key)
+            if free:
+                return free.pop()
+        return torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
+
+    def give_back(self, buffers: Sequence[torch.Tensor]) -> None:
+        with self._lock:
+            for b in buffers:
+                free = self._free.setdefault((tuple(b.shape), b.dtype, b.is_pinned()), [])
+                if len(free) < self.max_free_per_shape:
+                    free.append(b)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
 @dataclass(slots=True)
 class _Captured:
     plan: TensorPlan
@@ -77,11 +114,13 @@ class _Captured:
 class StepBuffer:
     """What one step captured, in capture order, until the step ends."""
 
-    __slots__ = ("_items", "_replaceable")
+    __slots__ = ("_items", "_replaceable", "buffers", "_taken")
 
     def __init__(self) -> None:
         self._items: list[_Captured] = []
         self._replaceable: dict[str, int] = {}
+        self.buffers = HostBuffers()
+        self._taken: list[torch.Tensor] = []
 
     def __len__(self) -> int:
         return len(self._items)
@@ -94,7 +133,7 @@ class StepBuffer:
         reductions: list[torch.Tensor] = []
         if plan.reductions and t.numel():
             reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
-        raw = _copy_plain(t) if want_raw else None
+        raw = self._snapshot(t) if want_raw else None
         item = _Captured(plan, raw, reductions, tuple(t.shape))
         if replace:
             at = self._replaceable.get(plan.name)
@@ -103,6 +142,20 @@ class StepBuffer:
                 return
             self._replaceable[plan.name] = len(self._items)
         self._items.append(item)
+
+    def _snapshot(self, t: torch.Tensor) -> np.ndarray:
+        if t.dtype in _BIT_VIEWS or t.dtype == torch.complex32 or not t.numel():
+            return _copy_plain(t)  # converted on the way to numpy: a pooled buffer gains nothing
+        buf = self.buffers.take(t)
+        buf.copy_(t)
+        self._taken.append(buf)
+        return buf.numpy()
+
+    def take_buffers(self) -> list[torch.Tensor]:
+        """The host buffers this step's snapshots live in (for `HostBuffers.give_back` once they
+        are written)."""
+        taken, self._taken = self._taken, []
+        return taken
 
     def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict, tuple[int, ...]]]:
         """Everything captured, with reductions as host numpy 0-d arrays; empties the buffer."""
@@ -152,4 +205,4 @@ def _to_host(tensors: Sequence[torch.Tensor]) -> list[np.ndarray]:
     return result  # type: ignore[return-value]
 
 
-__all__ = ["StepBuffer", "cpu_tensor_to_numpy", "host_copy", "packed_to_host"]
+__all__ = ["HostBuffers", "StepBuffer", "cpu_tensor_to_numpy", "host_copy", "packed_to_host"]

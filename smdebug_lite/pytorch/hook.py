@@ -4,6 +4,8 @@
 * Parameters are saved at the start of the step; gradients through
   ``Tensor.register_post_accumulate_grad_hook``, so frozen layers, shared parameters (one hook,
   saved once) and ``torch.compile``d models work, and no module backward hooks are needed.
+  Gradient hooks are attached only while a step saves gradients: on other steps the backward
+  pass runs no Python at all.
 * Module inputs/outputs are captured only for modules whose tensor names an included collection
   can match: other modules get no hook at all.
 * Everything the hook installs is a ``RemovableHandle``; ``remove()`` (and ``close()``) detach
@@ -95,6 +97,8 @@ class Hook(HookCore):
         self._loss_handles: dict[int, RemovableHandle] = {}
         self._io_handles: dict[int, RemovableHandle] = {}
         self._grad_handles: dict[int, RemovableHandle] = {}
+        # Parameters whose gradients an included collection matches: (id, name, parameter).
+        self._grad_params: list[tuple[int, str, nn.Parameter]] = []
         self._buffer = StepBuffer()
         self._io_counts: dict[str, int] = {}
         self._capturing = False
@@ -223,12 +227,26 @@ class Hook(HookCore):
                     self._io_handles[id(m)] = m.register_forward_hook(
                         _no_compile(functools.partial(self._forward_io_hook, name))
                     )
+        known = {pid for pid, _, _ in self._grad_params}
+        for root in self._roots:
             for tname, p in root.params:
-                if (p.requires_grad and id(p) not in self._grad_handles
-                        and self._wanted(GRADIENT_PREFIX + tname)):
-                    self._grad_handles[id(p)] = p.register_post_accumulate_grad_hook(
-                        self._make_grad_hook(GRADIENT_PREFIX + tname)
-                    )
+                if p.requires_grad and id(p) not in known and self._wanted(GRADIENT_PREFIX + tname):
+                    known.add(id(p))  # a shared parameter is saved once, under its first name
+                    self._grad_params.append((id(p), GRADIENT_PREFIX + tname, p))
+        self._sync_grad_hooks()
+
+    def _sync_grad_hooks(self) -> None:
+        """Attach gradient hooks for the parameters this step saves a gradient of; detach the
+        others. Steps that save no gradient thus pay nothing in the backward pass, and a run
+        saving every step keeps its hooks attached."""
+        handles = self._grad_handles
+        saving = self._saving_ids if self._capturing else ()
+        for pid, grad_name, p in self._grad_params:
+            want = bool(saving) and any(id(c) in saving for c in self._matching(grad_name))
+            if want and pid not in handles:
+                handles[pid] = p.register_post_accumulate_grad_hook(self._make_grad_hook(grad_name))
+            elif not want and pid in handles:
+                handles.pop(pid).remove()
 
     @property
     def handles(self) -> list[RemovableHandle]:
@@ -246,6 +264,7 @@ class Hook(HookCore):
         self._loss_handles.clear()
         self._io_handles.clear()
         self._grad_handles.clear()
+        self._grad_params.clear()
         self._root_by_module.clear()
         self._capturing = False
 
@@ -255,7 +274,7 @@ class Hook(HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if self.disabled or self._closed:
             return
-        with self.failsafe("forward_pre_hook"):
+        try:  # what `failsafe` does, without a context manager on every forward pass
             self.start_step()
             if self._capturing:
                 root = self._root_by_module.get(id(module))
@@ -264,6 +283,9 @@ class Hook(HookCore):
                         plan = self.plan(tname)
                         if plan is not None:
                             self._capture(plan, p)
+        except Exception as e:
+            with self.failsafe("forward_pre_hook"):
+                raise e
 
     def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._capturing:
@@ -313,13 +335,23 @@ class Hook(HookCore):
         if len(self._buffer):
             for plan, raw, reductions, shape in self._buffer.drain():
                 self.write(plan, raw=raw, reductions=reductions, shape=shape)
+        taken = self._buffer.take_buffers()
+        if taken:
+            sw = self._step_writer
+            if sw is not None and self.writes and not self.dry_run and len(sw):
+                # Snapshot memory is reused once the writer has written the step.
+                sw.on_written = functools.partial(self._buffer.buffers.give_back, taken)
+            # Otherwise nothing refers to the snapshots any more; they are freed.
 
     # -- steps -----------------------------------------------------------------------------------
 
     def start_step(self) -> None:
-        self._io_counts.clear()
+        if self._io_counts:
+            self._io_counts.clear()
         super().start_step()
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
+        if self._grad_params and (self._capturing or self._grad_handles):
+            self._sync_grad_hooks()
 
     def end_step(self) -> None:
         """Write what the step captured (one host transfer for its reductions), then submit it."""
@@ -327,6 +359,7 @@ class Hook(HookCore):
         if len(self._buffer):
             if self.disabled:
                 self._buffer.drain()
+                self._buffer.take_buffers()
             else:
                 with self.failsafe("end_step"):
                     self._flush_buffer()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -19,7 +20,7 @@ class StepWriter:
     belongs to exactly one (step, mode, mode_step).
     """
 
-    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "nbytes")
+    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "nbytes", "on_written")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int) -> None:
         self.step = step
@@ -29,6 +30,9 @@ class StepWriter:
         self._tensors: list[tuple[str, np.ndarray, float]] = []
         self._shapes: list[ShapeEntry] = []
         self.nbytes = 0
+        # Called (on the writer's thread) once the step's files are written: the arrays are no
+        # longer needed, so a hook may reuse their memory.
+        self.on_written: Callable[[], None] | None = None
 
     def add_tensor(self, name: str, value: np.ndarray, wall_time: float | None = None) -> None:
         """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""

@@ -189,6 +189,9 @@ class TrialWriter:
         self.storage.write_atomic(sw.index_file_name, doc.to_json().encode("utf-8"))
         self._uploaded(sw.index_file_name)
         self._written_steps.add(sw.step)
+        del chunks  # the last views of the arrays
+        if sw.on_written is not None:
+            sw.on_written()
 
     def _read_existing(self, sw: StepWriter):
         if self.uploader is not None:
