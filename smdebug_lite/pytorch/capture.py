@@ -34,6 +34,12 @@ for _torch_name, _np_name in (
         _BIT_VIEWS[getattr(torch, _torch_name)] = (torch.uint8, np.dtype(getattr(ml_dtypes, _np_name)))
 
 
+# Dtypes numpy views as they are: their snapshots are copied into reused host buffers.
+_POOLED = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
+                     torch.int16, torch.int8, torch.uint8, torch.bool})
+_STRIDED = torch.strided
+
+
 def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
     """numpy view of a CPU tensor the caller owns (exact for bfloat16 and float8 types)."""
     view = _BIT_VIEWS.get(t.dtype)
@@ -84,7 +90,7 @@ class HostBuffers:
 
     def take(self, like: torch.Tensor) -> torch.Tensor:
         pinned = like.is_cuda
-        key = (tuple(like.shape), like.dtype, pinned)
+        key = (like.shape, like.dtype, pinned)
         with self._lock:
             free = self._free.get(key)
             if free:
@@ -94,7 +100,7 @@ class HostBuffers:
     def give_back(self, buffers: Sequence[torch.Tensor]) -> None:
         with self._lock:
             for b in buffers:
-                free = self._free.setdefault((tuple(b.shape), b.dtype, b.is_pinned()), [])
+                free = self._free.setdefault((b.shape, b.dtype, b.is_pinned()), [])
                 if len(free) < self.max_free_per_shape:
                     free.append(b)
 
@@ -129,11 +135,22 @@ class StepBuffer:
                 replace: bool = False) -> None:
         """Snapshot `tensor` now. With `replace`, a later capture of the same name in this step
         takes the earlier one's place (gradients accumulated over several backward passes)."""
-        t = _plain(tensor)
+        t = tensor.detach()
+        pooled = t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg()
+        if not pooled:
+            t = _plain(t)
         reductions: list[torch.Tensor] = []
         if plan.reductions and t.numel():
             reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
-        raw = self._snapshot(t) if want_raw else None
+        raw = None
+        if want_raw:
+            if pooled:  # the common case: a real, dense tensor numpy can view as it is
+                buf = self.buffers.take(t)
+                buf.copy_(t)
+                self._taken.append(buf)
+                raw = buf.numpy()
+            else:
+                raw = self._snapshot(t)
         item = _Captured(plan, raw, reductions, tuple(t.shape))
         if replace:
             at = self._replaceable.get(plan.name)

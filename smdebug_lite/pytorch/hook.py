@@ -97,8 +97,10 @@ class Hook(HookCore):
         self._loss_handles: dict[int, RemovableHandle] = {}
         self._io_handles: dict[int, RemovableHandle] = {}
         self._grad_handles: dict[int, RemovableHandle] = {}
-        # Parameters whose gradients an included collection matches: (id, name, parameter).
-        self._grad_params: list[tuple[int, str, nn.Parameter]] = []
+        # Parameters whose gradients an included collection matches: (id, name, parameter,
+        # callback), and which of them each set of saving collections wants hooked.
+        self._grad_params: list[tuple[int, str, nn.Parameter, Any]] = []
+        self._grad_wanted: dict[frozenset[int], frozenset[int]] = {}
         self._buffer = StepBuffer()
         self._io_counts: dict[str, int] = {}
         self._capturing = False
@@ -143,6 +145,7 @@ class Hook(HookCore):
         return as_pytorch_collection(super().get_collection(name, create))
 
     def _prepare_collections(self) -> None:
+        self._grad_wanted.clear()  # collections (and so what they match) may have changed
         for coll in self.collection_manager.collections.values():
             modules = getattr(coll, "modules", None) or {}
             for module, (inputs, outputs) in modules.items():
@@ -227,12 +230,14 @@ class Hook(HookCore):
                     self._io_handles[id(m)] = m.register_forward_hook(
                         _no_compile(functools.partial(self._forward_io_hook, name))
                     )
-        known = {pid for pid, _, _ in self._grad_params}
+        known = {entry[0] for entry in self._grad_params}
         for root in self._roots:
             for tname, p in root.params:
                 if p.requires_grad and id(p) not in known and self._wanted(GRADIENT_PREFIX + tname):
                     known.add(id(p))  # a shared parameter is saved once, under its first name
-                    self._grad_params.append((id(p), GRADIENT_PREFIX + tname, p))
+                    name = GRADIENT_PREFIX + tname
+                    self._grad_params.append((id(p), name, p, self._make_grad_hook(name)))
+        self._grad_wanted.clear()
         self._sync_grad_hooks()
 
     def _sync_grad_hooks(self) -> None:
@@ -240,12 +245,19 @@ class Hook(HookCore):
         others. Steps that save no gradient thus pay nothing in the backward pass, and a run
         saving every step keeps its hooks attached."""
         handles = self._grad_handles
-        saving = self._saving_ids if self._capturing else ()
-        for pid, grad_name, p in self._grad_params:
-            want = bool(saving) and any(id(c) in saving for c in self._matching(grad_name))
-            if want and pid not in handles:
-                handles[pid] = p.register_post_accumulate_grad_hook(self._make_grad_hook(grad_name))
-            elif not want and pid in handles:
+        saving = self._saving_ids if self._capturing else frozenset()
+        wanted = self._grad_wanted.get(saving)
+        if wanted is None:
+            wanted = self._grad_wanted[saving] = frozenset(
+                pid for pid, grad_name, _, _ in self._grad_params
+                if saving and any(id(c) in saving for c in self._matching(grad_name)))
+        if wanted == handles.keys():
+            return
+        for pid, _, p, callback in self._grad_params:
+            if pid in wanted:
+                if pid not in handles:
+                    handles[pid] = p.register_post_accumulate_grad_hook(callback)
+            elif pid in handles:
                 handles.pop(pid).remove()
 
     @property
@@ -265,6 +277,7 @@ class Hook(HookCore):
         self._io_handles.clear()
         self._grad_handles.clear()
         self._grad_params.clear()
+        self._grad_wanted.clear()
         self._root_by_module.clear()
         self._capturing = False
 

@@ -55,8 +55,9 @@ class TrialWriter:
         else:
             self.storage = LocalStorage(out_dir)
             self.target = self.storage
-        self._queue: queue.Queue = queue.Queue()
-        self._cond = threading.Condition()
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
+        self._cond = threading.Condition()  # submit waits on it when the queue is full
+        self._lock = threading.Lock()  # guards _pending
         self._pending = 0
         self._written_steps: set[int] = set()
         self.error: BaseException | None = None
@@ -77,14 +78,16 @@ class TrialWriter:
             return
         self._raise_if_failed()
         size = step_writer.nbytes
-        with self._cond:
-            if self._pending and self._pending + size > self.max_pending_bytes:
-                start = time.perf_counter()
-                while self._pending and self._pending + size > self.max_pending_bytes:
-                    self._cond.wait(timeout=1.0)
-                    if self.error is not None:
-                        break
-                self._report_wait(time.perf_counter() - start)
+        if self._pending and self._pending + size > self.max_pending_bytes:  # rare: check locked
+            with self._cond:
+                if self._pending and self._pending + size > self.max_pending_bytes:
+                    start = time.perf_counter()
+                    while self._pending and self._pending + size > self.max_pending_bytes:
+                        self._cond.wait(timeout=1.0)
+                        if self.error is not None:
+                            break
+                    self._report_wait(time.perf_counter() - start)
+        with self._lock:
             self._pending += size
         self._queue.put(("step", step_writer, size))
 
@@ -166,7 +169,8 @@ class TrialWriter:
             finally:
                 if size:
                     with self._cond:
-                        self._pending -= size
+                        with self._lock:
+                            self._pending -= size
                         self._cond.notify_all()
 
     def _write_step(self, sw: StepWriter) -> None:
