@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -34,7 +33,7 @@ from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.storage import Storage
-from smdebug_lite.storage.local_reads import read_many
+from smdebug_lite.storage.local_reads import read_local, read_many
 
 logger = get_logger(__name__)
 
@@ -253,23 +252,6 @@ class bulk_load:  # noqa: N801 - used like a function: `with bulk_load() as bulk
             if self.entries >= BULK_ENTRIES_FOR_COLLECT:
                 gc.collect()  # runs while the collector is still disabled: no scan before it
             gc.enable()
-
-
-def read_local(path: str, start: int = 0, length: int | None = None) -> bytes:
-    """os-level read: about half the cost of open().read() for many small files."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if length is None:
-            length = os.fstat(fd).st_size - start
-        data = os.pread(fd, length, start)
-        while len(data) < length:  # large reads may come in pieces
-            more = os.pread(fd, length - len(data), start + len(data))
-            if not more:
-                break
-            data += more
-        return data
-    finally:
-        os.close(fd)
 
 
 class IndexReader:
