@@ -26,6 +26,7 @@ import traceback
 import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from smdebug_lite.config.collection import (
     default_include_collections,
 )
 from smdebug_lite.config.collection_manager import CollectionManager
+from smdebug_lite.config.hook_json import parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode, schedule_generation
 from smdebug_lite.exceptions import SMDebugRuntimeError
@@ -52,6 +54,7 @@ from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import TrialWriter
 
 logger = get_logger(__name__)
+_H = TypeVar("_H", bound="HookCore")
 
 REDUCTION_PREFIX = "smdebug/reductions/"
 SCALAR_PREFIX = "scalar/"
@@ -188,6 +191,34 @@ class HookCore:
         from smdebug_lite.hooks.singleton import set_hook
 
         set_hook(self)  # as in smdebug, the newest hook is the process's current one
+
+    # -- from SageMaker's DebugHookConfig ------------------------------------------------------
+
+    @classmethod
+    def create_from_json_file(cls: type[_H], json_file_path: str | None = None) -> _H:
+        """The hook SageMaker's DebugHookConfig JSON describes (`json_file_path`, else
+        $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json).
+        Raises FileNotFoundError when there is none and HookConfigError when it is unusable."""
+        settings = parse_hook_config(json_file_path, default_values=cls._json_default_values())
+        hook = cls(**cls._json_hook_kwargs(settings.hook_kwargs()))
+        settings.apply_to(hook.collection_manager)
+        hook._collections_configured()
+        return hook
+
+    hook_from_config = create_from_json_file  # the name smdebug's get_hook used
+
+    @classmethod
+    def _json_default_values(cls) -> dict[str, Any] | None:
+        """Defaults for keys the JSON leaves out (a framework's own save_interval)."""
+        return None
+
+    @classmethod
+    def _json_hook_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The constructor arguments, for a framework whose hook takes fewer."""
+        return kwargs
+
+    def _collections_configured(self) -> None:
+        """Collections were configured from outside the constructor (adapters convert them)."""
 
     # -- worker identity (framework adapters override) -------------------------------------
 

@@ -25,7 +25,6 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from smdebug_lite.config.hook_json import parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
@@ -119,17 +118,9 @@ class Hook(HookCore):
         for coll in self.collection_manager.collections.values():
             as_pytorch_collection(coll)
 
-    @classmethod
-    def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
-        """A hook configured by SageMaker's DebugHookConfig JSON (path, else
-        $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json).
-        Raises FileNotFoundError when there is none and HookConfigError when it is unusable."""
-        settings = parse_hook_config(json_file_path)
-        hook = cls(**settings.hook_kwargs())
-        settings.apply_to(hook.collection_manager)
-        for coll in hook.collection_manager.collections.values():
+    def _collections_configured(self) -> None:
+        for coll in self.collection_manager.collections.values():
             as_pytorch_collection(coll)
-        return hook
 
     # -- worker identity -------------------------------------------------------------------------
 

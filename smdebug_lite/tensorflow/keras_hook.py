@@ -22,7 +22,6 @@ import numpy as np
 import tensorflow as tf
 
 from smdebug_lite.config.collection import Collection, CollectionKeys
-from smdebug_lite.config.hook_json import parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.hooks.core import HookCore, TensorPlan, to_numpy_value
@@ -110,15 +109,6 @@ class KerasHook(HookCore, keras.callbacks.Callback):
 
     # -- construction from the hook JSON ----------------------------------------------------
 
-    @classmethod
-    def create_from_json_file(cls, json_file_path: str | None = None) -> KerasHook:
-        """Build the hook SageMaker's DebugHookConfig describes (FileNotFoundError if none)."""
-        settings = parse_hook_config(json_file_path)
-        hook = cls(**settings.hook_kwargs())
-        settings.apply_to(hook.collection_manager)
-        return hook
-
-    hook_from_config = create_from_json_file
 
     # -- workers ------------------------------------------------------------------------------
 

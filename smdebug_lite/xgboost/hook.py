@@ -20,7 +20,6 @@ import numpy as np
 import xgboost as xgb
 
 from smdebug_lite.config.collection import Collection, CollectionKeys
-from smdebug_lite.config.hook_json import parse_hook_config
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugError
 from smdebug_lite.hooks.core import HookCore
@@ -128,18 +127,12 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         self._feature_names: list[str] | None = None
 
     @classmethod
-    def create_from_json_file(cls, json_file_path: str | None = None) -> Hook:
-        """The hook SageMaker's DebugHookConfig describes (FileNotFoundError if none), with
-        XGBoost's default save_interval of 10."""
-        settings = parse_hook_config(
-            json_file_path, default_values={"save_interval": cls.default_save_interval})
-        kwargs = settings.hook_kwargs()
-        kwargs.pop("reduction_config", None)
-        hook = cls(**kwargs)
-        settings.apply_to(hook.collection_manager)
-        return hook
+    def _json_default_values(cls) -> dict[str, Any]:
+        return {"save_interval": cls.default_save_interval}  # XGBoost's is 10
 
-    hook_from_config = create_from_json_file
+    @classmethod
+    def _json_hook_kwargs(cls, kwargs: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in kwargs.items() if k != "reduction_config"}  # no reductions here
 
     # -- workers ------------------------------------------------------------------------------
 
