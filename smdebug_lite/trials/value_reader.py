@@ -389,59 +389,82 @@ class ValueReader:
 
     def _read_named_local(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
                           name: str) -> None:
+        # Records in our writer's layout from files not read yet are fetched together: their
+        # positions in `out`, StepIndex, index fields (start, length, crc, dtype, shape,
+        # offset) and numpy dtype.
+        todo = self._plan_fresh(out, sis, name) if not self._cache else None
+        if todo is None:
+            todo = self._plan(out, sis, name)
+        idx, sel, flds, dts = todo
+        # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
+        lo = 0
+        while lo < len(idx):
+            hi, size = lo, 0
+            while hi < len(idx) and (size < _BATCH_BYTES or hi == lo):
+                size += flds[hi][1]
+                hi += 1
+            part = flds[lo:hi]
+            datas = read_many(self._local_root, [si.event_rel for si in sel[lo:hi]],  # type: ignore[arg-type,misc]
+                              [f[0] for f in part], [f[1] for f in part])
+            self._view_records(out, idx[lo:hi], sel[lo:hi], part, dts[lo:hi], datas, name)
+            lo = hi
+
+    @staticmethod
+    def _plan_fresh(out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str):
+        """The plan when nothing has been read yet and every entry is in our writer's layout
+        (the usual first `values()`), built with C-level maps; None when that does not hold."""
+        if any(o is not None for o in out):
+            return None
+        entries = [si.entries.get(name) for si in sis]
+        if None in entries or set(map(len, entries)) != {_FAST_KEYS}:  # type: ignore[arg-type]
+            return None
+        try:
+            flds = list(map(_FAST_FIELDS, entries))
+        except KeyError:
+            return None
+        dts = list(map(_DTYPES.get, [f[3] for f in flds]))
+        if any(d is None for d in dts):  # (not `None in`: a float64 dtype equals None)
+            return None
+        return list(range(len(sis))), list(sis), flds, dts
+
+    def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str):
+        """The plan in general: values already known are filled in, files read before are read
+        whole (a second record wanted from them), other layouts are decoded one by one."""
         cache_get = self._cache.get
         partial = self._partial
         read = self.read
         dtypes_get, fields = _DTYPES.get, _FAST_FIELDS
-        # Records in our writer's layout from files not read yet: fetched together below.
-        plan: list[tuple] = []
-        rels: list[str] = []
-        starts: list[int] = []
-        lengths: list[int] = []
-        # Nothing cached (a fresh trial) means no file has been read yet: no lookups needed.
-        # (Files read in part belong to a cached batch, so `partial` is empty then too.)
-        check = bool(self._cache)
+        idx: list[int] = []
+        sel: list[StepIndex] = []
+        flds: list[tuple] = []
+        dts: list[np.dtype] = []
         for i, si in enumerate(sis):
             if out[i] is not None:
                 continue
             entry = si.entries.get(name)
             if entry is None:
                 raise NoRawValue(i)
-            if check:
-                fs = cache_get(si.event_rel)  # type: ignore[arg-type]
-                if fs is not None or si.event_rel in partial:
-                    # Decoded already, or a second record wanted from a file: read it whole.
-                    arr = fs.arrays.get(name) if fs is not None else None
-                    out[i] = arr if arr is not None else read(si, entry)
-                    continue
-            if len(entry) != _FAST_KEYS:
-                out[i] = read(si, entry)
+            fs = cache_get(si.event_rel)  # type: ignore[arg-type]
+            if fs is not None or si.event_rel in partial:
+                arr = fs.arrays.get(name) if fs is not None else None
+                out[i] = arr if arr is not None else read(si, entry)
                 continue
             try:
-                start, length, crc, dtype, shape, offset = fields(entry)
+                f = fields(entry)
             except KeyError:
-                out[i] = read(si, entry)
-                continue
-            dt = dtypes_get(dtype)
+                f = None
+            dt = dtypes_get(f[3]) if f is not None and len(entry) == _FAST_KEYS else None
             if dt is None:
                 out[i] = read(si, entry)
                 continue
-            plan.append((i, si, length, crc, dt, shape, offset))
-            rels.append(si.event_rel)  # type: ignore[arg-type]
-            starts.append(start)
-            lengths.append(length)
-        # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
-        lo = 0
-        while lo < len(plan):
-            hi, size = lo, 0
-            while hi < len(plan) and (size < _BATCH_BYTES or hi == lo):
-                size += lengths[hi]
-                hi += 1
-            datas = read_many(self._local_root, rels[lo:hi], starts[lo:hi], lengths[lo:hi])  # type: ignore[arg-type]
-            self._view_records(out, plan[lo:hi], datas, name)
-            lo = hi
+            idx.append(i)
+            sel.append(si)
+            flds.append(f)  # type: ignore[arg-type]
+            dts.append(dt)
+        return idx, sel, flds, dts
 
-    def _view_records(self, out: list[np.ndarray | None], plan: list[tuple], datas: list[bytes],
+    def _view_records(self, out: list[np.ndarray | None], idx: list[int], sel: list[StepIndex],
+                      flds: list[tuple], dts: list[np.dtype], datas: list[bytes],
                       name: str) -> None:
         """Check each record read alone and view its raw bytes as the array."""
         columns = self._columns
@@ -450,7 +473,8 @@ class ValueReader:
         keep, touch = batch.sis.append, self._partial.add
         added = 0
         worker = col = last_shape = shape_t = None
-        for (i, si, length, crc, dt, shape, offset), data in zip(plan, datas, strict=True):
+        for i, si, (_, length, crc, _, shape, offset), dt, data in zip(
+                idx, sel, flds, dts, datas, strict=True):
             if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
                 out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
                 continue
