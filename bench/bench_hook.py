@@ -5,7 +5,9 @@
 Each measurement runs in its own subprocess: ours with this interpreter, smdebug's with the
 reference venv (tests/refvenv.py). Both import the hook as ``<package>.<framework>`` and use the
 same scenario code, so only the library differs. The table gives ms per step, the time each
-saved step adds over no hook, and the time ``close()`` took (writing that was deferred).
+saved step adds over no hook, and the time ``close()`` took (writing that was deferred). For
+PyTorch a last table pairs each run with a plain twin model trained in the same process in
+alternating blocks (see ``pytorch_worker``): the steadier figure on a shared machine.
 
 Rows come from the functions in ROW_FUNCTIONS; a framework adds one (see ``pytorch_rows``) that
 returns `Scenario`s and a worker function that `_worker` dispatches to by framework name.
