@@ -9,7 +9,6 @@ from smdebug_lite.index.reader import (
     entry_shape,
     gc_paused,
     parse_step_index,
-    read_local,
     shape_tuple,
     step_in_range,
 )
@@ -23,7 +22,6 @@ __all__ = [
     "entry_shape",
     "gc_paused",
     "parse_step_index",
-    "read_local",
     "shape_tuple",
     "step_in_range",
 ]

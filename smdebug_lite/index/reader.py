@@ -33,13 +33,13 @@ from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.storage import Storage
-from smdebug_lite.storage.local_reads import read_local, read_many
 
 logger = get_logger(__name__)
 
 RangeSteps = tuple[int | None, int | None]
 Entry = dict[str, Any]  # one tensor_payload item: tensorname, start_idx, length (+ our extras)
 _MODES = {m.name: m for m in ModeKeys}
+_REDUCTION_MARK = REDUCTIONS_PREFIX.encode()
 
 try:  # about twice as fast as the json module on index files, which dominate trial loading
     from orjson import loads as _fast_loads
@@ -48,13 +48,13 @@ except ImportError:  # pragma: no cover - orjson is a dependency; json is the fa
 
 
 def _loads(text: bytes) -> Any:
-    """Parse JSON; what the fast parser refuses (e.g. integers past 64 bits) goes to json,
-    which parses it or raises the explanatory ValueError."""
+    """Parse JSON; what the fast parser refuses (e.g. NaN) goes to json, which parses it or
+    raises the explanatory ValueError. (orjson reads integers past 64 bits as floats; index
+    files hold offsets, lengths and CRCs, all well below that.)"""
     try:
         return _fast_loads(text)
     except ValueError:
         return json.loads(text)
-_REDUCTION_MARK = REDUCTIONS_PREFIX.encode()
 
 
 class StepIndex:
@@ -284,17 +284,10 @@ class IndexReader:
             names[key] = parsed
         if not keys:
             return []
-        if self.storage.is_local:
-            try:
-                texts: list[bytes | None] = list(read_many(self.storage.root, keys))
-            except FileNotFoundError:
-                root = self.storage.root + "/"
-                texts = [self._read_local_or_none(root + k) for k in keys]
-        else:
-            try:
-                texts = list(self.storage.read_many(keys))
-            except FileNotFoundError:
-                texts = [self._read_or_none(k) for k in keys]
+        try:
+            texts: list[bytes | None] = list(self.storage.read_many(keys))
+        except FileNotFoundError:
+            texts = [self._read_or_none(k) for k in keys]
         docs = []
         with gc_paused():
             for key, text in zip(keys, texts, strict=True):
@@ -308,13 +301,6 @@ class IndexReader:
                     logger.error("Skipping unreadable index file %s: %s", self.storage.uri(key), e)
         self.files_read += len(docs)
         return docs
-
-    @staticmethod
-    def _read_local_or_none(path: str) -> bytes | None:
-        try:
-            return read_local(path)
-        except FileNotFoundError:
-            return None
 
     def _read_or_none(self, key: str) -> bytes | None:
         try:

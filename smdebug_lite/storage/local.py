@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 
 from smdebug_lite.storage.base import Chunks, Storage
+from smdebug_lite.storage.local_reads import read_local, read_many
 
 
 class LocalStorage(Storage):
@@ -46,10 +48,10 @@ class LocalStorage(Storage):
             raise
 
     def read(self, rel: str, start: int = 0, length: int | None = None) -> bytes:
-        with open(os.path.join(self.root, rel), "rb") as f:
-            if start:
-                f.seek(start)
-            return f.read() if length is None else f.read(length)
+        return read_local(os.path.join(self.root, rel), start, length)
+
+    def read_many(self, rels: Sequence[str]) -> list[bytes]:
+        return read_many(self.root, rels)
 
     def exists(self, rel: str) -> bool:
         return os.path.exists(os.path.join(self.root, rel))

@@ -33,7 +33,7 @@ from crc32c import crc32c as _crc
 from smdebug_lite.exceptions import TensorCorrupted
 from smdebug_lite.format.records import HEADER_SIZE, RecordError, decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
-from smdebug_lite.index import Entry, StepIndex, entry_shape, read_local, shape_tuple
+from smdebug_lite.index import Entry, StepIndex, entry_shape, shape_tuple
 from smdebug_lite.index.reader import _SHAPES
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.local_reads import read_many
@@ -193,17 +193,10 @@ class ValueReader:
 
     # -- storage ---------------------------------------------------------------------------
 
-    def _fetch(self, rel: str, start: int = 0, length: int | None = None) -> bytes:
-        if self._local_root is not None:
-            return read_local(os.path.join(self._local_root, rel), start, length)
-        if start == 0 and length is None:
-            return self.storage.read(rel)
-        return self.storage.read(rel, start, length)
-
     def _load_whole(self, fs: _FileState, si: StepIndex, data: bytes | None = None) -> None:
         """Keep the file's bytes and decode every record that needs no protobuf, in order."""
         if data is None:
-            data = self._fetch(si.event_rel)  # type: ignore[arg-type]
+            data = self.storage.read(si.event_rel)  # type: ignore[arg-type]
         self.file_reads += 1
         fs.data = data
         arrays = fs.arrays
@@ -354,7 +347,7 @@ class ValueReader:
             start, length = entry["start_idx"], entry["length"]
         except (KeyError, TypeError):
             raise self._corrupted(si, entry, "malformed index entry") from None
-        data = self._fetch(si.event_rel, start, length)  # type: ignore[arg-type]
+        data = self.storage.read(si.event_rel, start, length)  # type: ignore[arg-type]
         self.range_reads += 1
         arr = self._decode(data, 0, si, entry)
         self._remember(fs, entry["tensorname"], arr)
@@ -392,10 +385,7 @@ class ValueReader:
         # Records in our writer's layout from files not read yet are fetched together: their
         # positions in `out`, StepIndex, index fields (start, length, crc, dtype, shape,
         # offset) and numpy dtype.
-        todo = self._plan_fresh(out, sis, name) if not self._cache else None
-        if todo is None:
-            todo = self._plan(out, sis, name)
-        idx, sel, flds, dts = todo
+        idx, sel, flds, dts = self._plan(out, sis, name)
         # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
         lo = 0
         while lo < len(idx):
@@ -409,26 +399,8 @@ class ValueReader:
             self._view_records(out, idx[lo:hi], sel[lo:hi], part, dts[lo:hi], datas, name)
             lo = hi
 
-    @staticmethod
-    def _plan_fresh(out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str):
-        """The plan when nothing has been read yet and every entry is in our writer's layout
-        (the usual first `values()`), built with C-level maps; None when that does not hold."""
-        if any(o is not None for o in out):
-            return None
-        entries = [si.entries.get(name) for si in sis]
-        if None in entries or set(map(len, entries)) != {_FAST_KEYS}:  # type: ignore[arg-type]
-            return None
-        try:
-            flds = list(map(_FAST_FIELDS, entries))
-        except KeyError:
-            return None
-        dts = list(map(_DTYPES.get, [f[3] for f in flds]))
-        if any(d is None for d in dts):  # (not `None in`: a float64 dtype equals None)
-            return None
-        return list(range(len(sis))), list(sis), flds, dts
-
     def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str):
-        """The plan in general: values already known are filled in, files read before are read
+        """What to read alone. Values already known are filled in, files read before are read
         whole (a second record wanted from them), other layouts are decoded one by one."""
         cache_get = self._cache.get
         partial = self._partial
@@ -468,7 +440,7 @@ class ValueReader:
                       name: str) -> None:
         """Check each record read alone and view its raw bytes as the array."""
         columns = self._columns
-        ndarray, crc32c, shapes_get = np.ndarray, _crc, _SHAPES.get
+        ndarray, crc32c = np.ndarray, _crc
         batch = _Batch(name)
         keep, touch = batch.sis.append, self._partial.add
         added = 0
@@ -480,7 +452,7 @@ class ValueReader:
                 continue
             if shape is not last_shape:
                 last_shape = shape
-                shape_t = shape if shape.__class__ is tuple else shapes_get(shape) or shape_tuple(shape)
+                shape_t = shape_tuple(shape)
             try:
                 arr = out[i] = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
             except (TypeError, ValueError):
