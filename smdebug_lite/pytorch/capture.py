@@ -104,10 +104,6 @@ class HostBuffers:
                 if len(free) < self.max_free_per_shape:
                     free.append(b)
 
-    def clear(self) -> None:
-        with self._lock:
-            self._free.clear()
-
 
 @dataclass(slots=True)
 class _Captured:
@@ -143,14 +139,8 @@ class StepBuffer:
         if plan.reductions and t.numel():
             reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
         raw = None
-        if want_raw:
-            if pooled:  # the common case: a real, dense tensor numpy can view as it is
-                buf = self.buffers.take(t)
-                buf.copy_(t)
-                self._taken.append(buf)
-                raw = buf.numpy()
-            else:
-                raw = self._snapshot(t)
+        if want_raw:  # pooled: the common case, a real, dense tensor numpy can view as it is
+            raw = self._pooled_copy(t) if pooled else self._snapshot(t)
         item = _Captured(plan, raw, reductions, tuple(t.shape))
         if replace:
             at = self._replaceable.get(plan.name)
@@ -163,6 +153,9 @@ class StepBuffer:
     def _snapshot(self, t: torch.Tensor) -> np.ndarray:
         if t.dtype in _BIT_VIEWS or t.dtype == torch.complex32 or not t.numel():
             return _copy_plain(t)  # converted on the way to numpy: a pooled buffer gains nothing
+        return self._pooled_copy(t)
+
+    def _pooled_copy(self, t: torch.Tensor) -> np.ndarray:
         buf = self.buffers.take(t)
         buf.copy_(t)
         self._taken.append(buf)

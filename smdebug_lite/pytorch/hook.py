@@ -115,8 +115,7 @@ class Hook(HookCore):
             save_all=save_all,
             include_workers=include_workers,
         )
-        for coll in self.collection_manager.collections.values():
-            as_pytorch_collection(coll)
+        self._collections_configured()
 
     def _collections_configured(self) -> None:
         for coll in self.collection_manager.collections.values():
@@ -136,7 +135,6 @@ class Hook(HookCore):
         return as_pytorch_collection(super().get_collection(name, create))
 
     def _prepare_collections(self) -> None:
-        self._grad_wanted.clear()  # collections (and so what they match) may have changed
         for coll in self.collection_manager.collections.values():
             modules = getattr(coll, "modules", None) or {}
             for module, (inputs, outputs) in modules.items():
@@ -228,7 +226,7 @@ class Hook(HookCore):
                     known.add(id(p))  # a shared parameter is saved once, under its first name
                     name = GRADIENT_PREFIX + tname
                     self._grad_params.append((id(p), name, p, self._make_grad_hook(name)))
-        self._grad_wanted.clear()
+        self._grad_wanted.clear()  # parameters or what collections match may have changed
         self._sync_grad_hooks()
 
     def _sync_grad_hooks(self) -> None:
@@ -342,7 +340,7 @@ class Hook(HookCore):
         taken = self._buffer.take_buffers()
         if taken:
             sw = self._step_writer
-            if sw is not None and self.writes and not self.dry_run and len(sw):
+            if sw is not None and self.writes and len(sw):  # (writes is False in a dry run)
                 # Snapshot memory is reused once the writer has written the step.
                 sw.on_written = functools.partial(self._buffer.buffers.give_back, taken)
             # Otherwise nothing refers to the snapshots any more; they are freed.

@@ -107,9 +107,6 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         self._registered_models: list = []
         self._warned: set[str] = set()
 
-    # -- construction from the hook JSON ----------------------------------------------------
-
-
     # -- workers ------------------------------------------------------------------------------
 
     @staticmethod

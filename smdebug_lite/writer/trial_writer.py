@@ -56,8 +56,7 @@ class TrialWriter:
             self.storage = LocalStorage(out_dir)
             self.target = self.storage
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
-        self._cond = threading.Condition()  # submit waits on it when the queue is full
-        self._lock = threading.Lock()  # guards _pending
+        self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it
         self._pending = 0
         self._written_steps: set[int] = set()
         self.error: BaseException | None = None
@@ -78,16 +77,14 @@ class TrialWriter:
             return
         self._raise_if_failed()
         size = step_writer.nbytes
-        if self._pending and self._pending + size > self.max_pending_bytes:  # rare: check locked
-            with self._cond:
-                if self._pending and self._pending + size > self.max_pending_bytes:
-                    start = time.perf_counter()
-                    while self._pending and self._pending + size > self.max_pending_bytes:
-                        self._cond.wait(timeout=1.0)
-                        if self.error is not None:
-                            break
-                    self._report_wait(time.perf_counter() - start)
-        with self._lock:
+        with self._cond:
+            if self._pending and self._pending + size > self.max_pending_bytes:
+                start = time.perf_counter()
+                while self._pending and self._pending + size > self.max_pending_bytes:
+                    self._cond.wait(timeout=1.0)
+                    if self.error is not None:
+                        break
+                self._report_wait(time.perf_counter() - start)
             self._pending += size
         self._queue.put(("step", step_writer, size))
 
@@ -169,8 +166,7 @@ class TrialWriter:
             finally:
                 if size:
                     with self._cond:
-                        with self._lock:
-                            self._pending -= size
+                        self._pending -= size
                         self._cond.notify_all()
 
     def _write_step(self, sw: StepWriter) -> None:
