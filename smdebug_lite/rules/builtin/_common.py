@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -118,6 +118,17 @@ class BuiltinRule(Rule):
                   trial: Any = None) -> float:
         return self.cache.reduction(unwrap(trial) if trial is not None else self.raw_base,
                                     name, step, reduction, abs)
+
+    def each_at(self, selection: TensorSelection, step: int, read: Callable[..., Any],
+                *args: Any, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        """(name, read(name, step, *args, **kwargs)) for each of the selection's tensors at
+        `step`, skipping those that have nothing to read there (TensorUnavailableForStep)."""
+        for name in selection.names_at(self.raw_base, step):
+            try:
+                got = read(name, step, *args, **kwargs)
+            except TensorUnavailableForStep:
+                continue
+            yield name, got
 
     def scalar(self, name: str, step: int) -> float:
         """A scalar tensor (a loss): the mean of the raw value, or the saved mean."""

@@ -64,11 +64,7 @@ class DeadRelu(BuiltinRule):
         self.selection = TensorSelection(regexes=regexes)
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                out = self.value(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, out in self.each_at(self.selection, step, self.value):
             dead = inactive_layer_percent(out > 0, self.threshold_inactivity)
             if dead > self.threshold_layer:
                 return self.flag(step, f"{dead:.4g}% of the units of {name} are dead "

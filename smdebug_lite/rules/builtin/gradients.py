@@ -26,11 +26,7 @@ class VanishingGradient(BuiltinRule):
         self.selection = TensorSelection(collections=["gradients"])
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                abs_mean = self.reduction(name, step, "mean", abs=True)
-            except TensorUnavailableForStep:
-                continue
+        for name, abs_mean in self.each_at(self.selection, step, self.reduction, "mean", abs=True):
             if abs_mean < self.threshold:
                 return self.flag(step, f"mean(|{name}|) = {abs_mean:.3g} < {self.threshold:g}",
                                  tensor=name, abs_mean=abs_mean)

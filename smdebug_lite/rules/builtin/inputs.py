@@ -6,7 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.exceptions import TensorUnavailableForStep
 from smdebug_lite.rules.builtin._common import BuiltinRule, TensorSelection
 from smdebug_lite.rules.params import parse_float, parse_int, parse_list, parse_regex
 
@@ -41,11 +40,7 @@ class CheckInputImages(BuiltinRule):
         self.images = 0
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                x = self.value(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for _, x in self.each_at(self.selection, step, self.value):
             if x.ndim < 2 or not -x.ndim <= self.channel < x.ndim:
                 continue
             per_channel = np.moveaxis(x, self.channel, -1).reshape(-1, x.shape[self.channel])
@@ -101,11 +96,7 @@ class NLPSequenceRatio(BuiltinRule):
         self.selection = TensorSelection(regexes=[pattern])
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                x = self.value(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, x in self.each_at(self.selection, step, self.value):
             if x.size == 0:
                 continue
             for token, limit in zip(self.token_values, self.thresholds, strict=True):

@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from smdebug_lite.exceptions import TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.rules.builtin._common import (
     EVAL,
@@ -114,11 +113,7 @@ class LossNotDecreasing(BuiltinRule):
             return False
         if target == GLOBAL:
             mode, mode_step = GLOBAL, step
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                loss = self.scalar(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, loss in self.each_at(self.selection, step, self.scalar):
             key = (mode, name)
             base = self._baselines.get(key)
             if base is None:
@@ -187,11 +182,7 @@ class Overfit(BuiltinRule):
         mode, _ = mode_of(self.raw_base, step)
         if mode not in (TRAIN, EVAL):
             return False
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                loss = self.scalar(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, loss in self.each_at(self.selection, step, self.scalar):
             st = self._state.setdefault(name, _Phases())
             if mode == TRAIN:
                 if st.in_eval:
@@ -257,11 +248,7 @@ class Overtraining(BuiltinRule):
         if mode == GLOBAL:
             mode = TRAIN
         patience = self.patience_train if mode == TRAIN else self.patience_validation
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                loss = self.scalar(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, loss in self.each_at(self.selection, step, self.scalar):
             st = self._state.setdefault((mode, name), _Best())
             if st.best is None or st.best - loss > self.delta:
                 st.best, st.since = loss, 0

@@ -58,11 +58,7 @@ class TensorVariance(BuiltinRule):
                         max_threshold=self.max_threshold, min_threshold=self.min_threshold)
 
     def invoke_at_step(self, step: int) -> bool:
-        for name in self.selection.names_at(self.raw_base, step):
-            try:
-                var = self.reduction(name, step, "variance")
-            except TensorUnavailableForStep:
-                continue
+        for name, var in self.each_at(self.selection, step, self.reduction, "variance"):
             if self.max_threshold is not None and var > self.max_threshold:
                 return self.flag(step, f"variance of {name} = {var:.4g} > {self.max_threshold:g}",
                                  tensor=name, variance=var)

@@ -129,11 +129,7 @@ class PoorWeightInitialization(BuiltinRule):
         return False
 
     def _check_gradients(self, step: int) -> bool:
-        for name in self.gradients.names_at(self.raw_base, step):
-            try:
-                g = self.value(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, g in self.each_at(self.gradients, step, self.value):
             if g.size < self.MIN_GRADIENT_SIZE:
                 continue
             p5, p95 = np.percentile(g.astype(np.float64, copy=False), [5, 95])
@@ -143,11 +139,7 @@ class PoorWeightInitialization(BuiltinRule):
         return False
 
     def _check_loss(self, step: int, mode_step: int) -> bool:
-        for name in self.losses.names_at(self.raw_base, step):
-            try:
-                loss = self.scalar(name, step)
-            except TensorUnavailableForStep:
-                continue
+        for name, loss in self.each_at(self.losses, step, self.scalar):
             best = self._best_loss.get(name)
             if best is None or loss < best[0]:
                 self._best_loss[name] = (loss, mode_step)
