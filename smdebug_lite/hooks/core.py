@@ -52,6 +52,7 @@ from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
 from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import TrialWriter
+from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
 
 logger = get_logger(__name__)
 _H = TypeVar("_H", bound="HookCore")
@@ -176,7 +177,7 @@ class HookCore:
         self._matched: set[str] = set()
         self._warned_unmatched: set[str] = set()
         self._exported_names: int = -1
-        self._writer: TrialWriter | None = None
+        self._writer: TrialWriter | ProcessTrialWriter | None = None
         self._tb = None
         self._claimed = False
         self._closed = False
@@ -529,12 +530,12 @@ class HookCore:
 
     # -- writer, collections file, TensorBoard ---------------------------------------------------
 
-    def _writer_for_step(self) -> TrialWriter:
+    def _writer_for_step(self) -> TrialWriter | ProcessTrialWriter:
         if self._writer is None:
             if not self._claim_out_dir():
                 self.writes = False
                 raise _SilentDisable()
-            self._writer = TrialWriter(self.out_dir, self.worker)
+            self._writer = open_trial_writer(self.out_dir, self.worker)
         return self._writer
 
     def _claim_out_dir(self) -> bool:

@@ -38,6 +38,7 @@ for _torch_name, _np_name in (
 _POOLED = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
                      torch.int16, torch.int8, torch.uint8, torch.bool})
 _STRIDED = torch.strided
+_NUMPY_DTYPES = {t: torch.empty(0, dtype=t).numpy().dtype for t in _POOLED}
 
 
 def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -79,29 +80,54 @@ class HostBuffers:
     A fresh host allocation per saved tensor costs more than the copy: large blocks come from
     the OS as untouched pages, and each page faults on first write. Buffers taken for a step
     come back through `give_back` (the writer thread calls it after writing the step); a buffer
-    never given back (dry run, a failed writer) is simply freed. CUDA tensors are copied into
+    never given back (dry run, a failed writer) is simply freed. The pool keeps, per shape and
+    dtype, twice what one step took (a step being written while the next one captures), so a
+    model with many layers of one shape never reallocates. CUDA tensors are copied into
     page-locked buffers, which the device copies into faster.
+
+    With a writer process, `writer_process` is set and CPU snapshots are taken from its shared memory
+    instead: the writer process reads them in place, and the space is recycled once they are
+    written and dropped, so those buffers are not pooled here.
     """
 
-    def __init__(self, max_free_per_shape: int = 4) -> None:
+    def __init__(self) -> None:
+        self.writer_process = None  # a WriterProcess: CPU snapshots go to its shared memory
         self._free: dict[tuple, list[torch.Tensor]] = {}
+        self._keep: dict[tuple, int] = {}  # how many free buffers of a key are worth keeping
+        self._step_counts: dict[tuple, int] = {}  # buffers of each key taken this step
         self._lock = threading.Lock()
-        self.max_free_per_shape = max_free_per_shape
 
     def take(self, like: torch.Tensor) -> torch.Tensor:
         pinned = like.is_cuda
         key = (like.shape, like.dtype, pinned)
+        if self.writer_process is not None and not pinned:
+            return torch.from_numpy(self.writer_process.shared_array(_NUMPY_DTYPES[like.dtype], key[0]))
+        counts = self._step_counts
+        counts[key] = counts.get(key, 0) + 1
         with self._lock:
             free = self._free.get(key)
             if free:
                 return free.pop()
         return torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
 
+    def end_step(self) -> None:
+        """A step's captures are done: grow what the pool keeps to twice that step's use."""
+        if self._step_counts:
+            with self._lock:
+                keep = self._keep
+                for key, n in self._step_counts.items():
+                    if 2 * n > keep.get(key, 0):
+                        keep[key] = 2 * n
+            self._step_counts = {}
+
     def give_back(self, buffers: Sequence[torch.Tensor]) -> None:
+        if self.writer_process is not None:
+            return  # shared-memory snapshots are recycled by the arena once dropped
         with self._lock:
             for b in buffers:
-                free = self._free.setdefault((b.shape, b.dtype, b.is_pinned()), [])
-                if len(free) < self.max_free_per_shape:
+                key = (b.shape, b.dtype, b.is_pinned())
+                free = self._free.setdefault(key, [])
+                if len(free) < self._keep.get(key, 0):
                     free.append(b)
 
 
@@ -165,6 +191,7 @@ class StepBuffer:
         """The host buffers this step's snapshots live in (for `HostBuffers.give_back` once they
         are written)."""
         taken, self._taken = self._taken, []
+        self.buffers.end_step()
         return taken
 
     def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict, tuple[int, ...]]]:

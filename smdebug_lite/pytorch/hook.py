@@ -340,6 +340,8 @@ class Hook(HookCore):
         taken = self._buffer.take_buffers()
         if taken:
             sw = self._step_writer
+            # Later snapshots go straight to the writer process's shared memory, if it has one.
+            self._buffer.buffers.writer_process = getattr(self._writer, "proc", None)
             if sw is not None and self.writes and len(sw):  # (writes is False in a dry run)
                 # Snapshot memory is reused once the writer has written the step.
                 sw.on_written = functools.partial(self._buffer.buffers.give_back, taken)

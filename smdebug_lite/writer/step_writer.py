@@ -69,7 +69,6 @@ class StepWriter:
             entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
                                        rec.shape, rec.content_offset, rec.orig_dtype))
             offset += rec.length
-            time.sleep(0)  # let the training thread take the GIL between records
         # A shape entry beside the raw tensor of the same name makes smdebug 1.0.34 lose the
         # value (its index merge replaces the location with the shape); the raw tensor's entry
         # records the shape anyway, so the shape entry is only written on its own.

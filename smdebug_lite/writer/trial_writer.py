@@ -1,23 +1,21 @@
-"""An out_dir being written by one worker: steps, the collections file and the end marker.
+"""An out_dir being written by one worker, on a background thread of this process.
 
-Encoding and file I/O run on one background thread so training only pays for handing over
-arrays. The queue is bounded by bytes: when the writer falls behind, `submit` waits (training
-slows down rather than memory growing without bound) and the wait is reported. For `s3://`
-out_dirs files are staged in a local directory and uploaded by `S3Uploader`.
+Encoding and file I/O (`StepFiles`) run on one background thread so training only pays for
+handing over arrays. The queue is bounded by bytes: when the writer falls behind, `submit` waits
+(training slows down rather than memory growing without bound) and the wait is reported. The
+writer thread's Python competes with training for the GIL; where it can, a hook writes through
+the writer process instead (`writer_process`), and this class is the fallback.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import tempfile
 import threading
 import time
 
-from smdebug_lite.format.index_file import parse_index
-from smdebug_lite.format.locations import END_OF_JOB_FILE, collections_file_name
 from smdebug_lite.logger import get_logger
-from smdebug_lite.storage import LocalStorage, Storage, is_s3_path, open_storage
+from smdebug_lite.writer.step_files import StepFiles
 from smdebug_lite.writer.step_writer import StepWriter
 
 logger = get_logger(__name__)
@@ -44,21 +42,11 @@ class TrialWriter:
         self.out_dir = out_dir
         self.worker = worker
         self.max_pending_bytes = max_pending_bytes
-        self.uploader = None
-        if is_s3_path(out_dir):
-            from smdebug_lite.writer.s3_uploader import S3Uploader
-
-            staging = staging_dir or tempfile.mkdtemp(prefix="smdebug-lite-staging-")
-            self.storage: Storage = LocalStorage(staging)
-            self.uploader = S3Uploader(staging, out_dir)
-            self.target: Storage = open_storage(out_dir)
-        else:
-            self.storage = LocalStorage(out_dir)
-            self.target = self.storage
+        self.files = StepFiles(out_dir, worker, staging_dir)
+        self.uploader = self.files.uploader
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
         self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it
         self._pending = 0
-        self._written_steps: set[int] = set()
         self.error: BaseException | None = None
         self.total_wait_s = 0.0
         self._last_wait_report = 0.0
@@ -98,10 +86,7 @@ class TrialWriter:
         while not done.wait(timeout=0.5):
             if not self._thread.is_alive():
                 break
-        if self.uploader is not None:
-            self.uploader.wait()
-            if self.uploader.error is not None and self.error is None:
-                self.error = self.uploader.error
+        self.files.wait_uploads()
         self._raise_if_failed()
 
     def close(self, mark_training_end: bool | None = None) -> None:
@@ -114,14 +99,14 @@ class TrialWriter:
         finally:
             self._queue.put((_STOP, None, 0))
             self._thread.join(timeout=600)
-        if self.uploader is not None:
-            self.uploader.close()
-            if self.uploader.error is not None and self.error is None:
-                self.error = self.uploader.error
         if mark_training_end is None:
             mark_training_end = not on_sagemaker()
-        if mark_training_end and self.error is None:
-            self.target.write_atomic(END_OF_JOB_FILE, b"")
+        try:
+            self.files.finish(mark_training_end and self.error is None)
+        except BaseException as e:
+            self.error = self.error or e
+        if self.error is None:
+            self.error = self.files.upload_error
         if self.total_wait_s > 0:
             logger.info("Writer waits slowed training by %.2fs in total", self.total_wait_s)
         self._raise_if_failed()
@@ -138,8 +123,8 @@ class TrialWriter:
                 self.max_pending_bytes >> 20)
 
     def _raise_if_failed(self) -> None:
-        if self.error is None and self.uploader is not None and self.uploader.error is not None:
-            self.error = self.uploader.error  # reported to training on the next step, not at close
+        if self.error is None and self.files.upload_error is not None:
+            self.error = self.files.upload_error  # reported to training on the next step, not at close
         if self.error is not None:
             raise RuntimeError(f"writing to {self.out_dir} failed: {self.error}") from self.error
 
@@ -155,9 +140,7 @@ class TrialWriter:
                     if kind == "step":
                         self._write_step(item)
                     elif kind == "collections":
-                        rel = collections_file_name(self.worker)
-                        self.storage.write_atomic(rel, item.encode("utf-8"))
-                        self._uploaded(rel)
+                        self.files.write_collections(item)
                 if kind == "flush":
                     item.set()
             except BaseException as e:  # reported to the training thread on its next call
@@ -170,40 +153,6 @@ class TrialWriter:
                         self._cond.notify_all()
 
     def _write_step(self, sw: StepWriter) -> None:
-        old_event = b""
-        old_doc = None
-        if sw.step in self._written_steps:
-            # A second writer for an already written step appends: smdebug re-created the
-            # writer and its new files replaced the old ones, losing data.
-            old_doc, old_event = self._read_existing(sw)
-        chunks, doc = sw.encode(base_offset=len(old_event))
-        if old_doc is not None:
-            doc.tensors[:0] = old_doc.tensors
-            doc.shapes[:0] = old_doc.shapes
-            doc.mode, doc.mode_step = old_doc.mode, old_doc.mode_step
-            chunks.insert(0, old_event)
-        # Event file first: a reader that finds the index must find the records it points to.
-        if doc.tensors:
-            self.storage.write_atomic(sw.event_file_name, chunks)
-            self._uploaded(sw.event_file_name)
-        self.storage.write_atomic(sw.index_file_name, doc.to_json().encode("utf-8"))
-        self._uploaded(sw.index_file_name)
-        self._written_steps.add(sw.step)
-        del chunks  # the last views of the arrays
-        if sw.on_written is not None:
+        self.files.write_step(sw)
+        if sw.on_written is not None:  # the arrays are no longer needed
             sw.on_written()
-
-    def _read_existing(self, sw: StepWriter):
-        if self.uploader is not None:
-            self.uploader.wait()
-        try:
-            text = self.target.read(sw.index_file_name)
-        except FileNotFoundError:
-            return None, b""
-        doc = parse_index(text, sw.index_file_name)
-        event = self.target.read(sw.event_file_name) if doc.tensors else b""
-        return doc, event
-
-    def _uploaded(self, rel: str) -> None:
-        if self.uploader is not None:
-            self.uploader.enqueue(rel)

@@ -1,0 +1,141 @@
+"""The writer process: ``python -m smdebug_lite.writer.writer_process_main <socket fd>``.
+
+Started by `writer_process.WriterProcess`; it writes the steps a training process describes, in
+order, and answers each. It ignores Ctrl-C (the training process decides when writing ends)
+and exits when the training process closes the socket, after writing everything it received
+and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only a `close` asks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import sys
+import traceback
+
+import numpy as np
+
+from smdebug_lite.modes import ModeKeys
+from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
+from smdebug_lite.writer.shared_arena import SegmentMaps
+from smdebug_lite.writer.step_files import StepFiles
+from smdebug_lite.writer.step_writer import StepWriter
+
+
+def _describe_error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
+
+
+class WriterLoop:
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.maps = SegmentMaps()
+        self.files: dict[int, StepFiles] = {}
+        self.failed: dict[int, str] = {}
+
+    def run(self) -> None:
+        self.channel.send(("ready", os.getpid()))
+        while True:
+            try:
+                msg = self.channel.recv()
+            except ChannelClosed:
+                break
+            if msg is None:
+                continue
+            getattr(self, "on_" + msg[0])(*msg[1:])
+        for files in self.files.values():  # the training process is gone: finish uploads only
+            try:
+                files.finish(mark_training_end=False)
+            except Exception:
+                traceback.print_exc()
+
+    # -- messages --------------------------------------------------------------------------
+
+    def on_segment(self, seg_id: int, size: int) -> None:
+        self.maps.add(seg_id, self.channel.take_fd(), size)
+
+    def on_drop(self, seg_id: int) -> None:
+        self.maps.drop(seg_id)
+
+    def on_open(self, wid: int, out_dir: str, worker: str, env: dict[str, str]) -> None:
+        for key in [k for k in os.environ if k.startswith(STORAGE_ENV_PREFIXES) and k not in env]:
+            del os.environ[key]
+        os.environ.update(env)
+        try:
+            self.files[wid] = StepFiles(out_dir, worker)
+        except Exception as e:
+            self._fail(wid, e)
+
+    def on_step(self, wid: int, token: int, step: int, mode: str, mode_step: int,
+                tensors: list, shapes: list) -> None:
+        if wid in self.files and wid not in self.failed:
+            try:
+                sw = StepWriter(step, self.files[wid].worker, ModeKeys[mode], mode_step)
+                for name, where, wall_time in tensors:
+                    sw.add_tensor(name, self._array(where), wall_time)
+                for name, original_name, shape in shapes:
+                    sw.add_shape(name, shape, original_name)
+                self.files[wid].write_step(sw)
+                del sw
+                self._check_uploads(wid)
+            except Exception as e:
+                self._fail(wid, e)
+        self.channel.send(("done", token))
+
+    def on_collections(self, wid: int, json_text: str) -> None:
+        if wid in self.files and wid not in self.failed:
+            try:
+                self.files[wid].write_collections(json_text)
+            except Exception as e:
+                self._fail(wid, e)
+
+    def on_flush(self, wid: int, token: int) -> None:
+        files = self.files.get(wid)
+        if files is not None and wid not in self.failed:
+            files.wait_uploads()
+            self._check_uploads(wid)
+        self.channel.send(("flushed", token, self.failed.get(wid)))
+
+    def on_close(self, wid: int, token: int, mark_training_end: bool) -> None:
+        files = self.files.pop(wid, None)
+        if files is not None:
+            try:
+                files.finish(mark_training_end and wid not in self.failed)
+                self._check_uploads(wid, files)
+            except Exception as e:
+                self._fail(wid, e)
+        self.channel.send(("closed", token, self.failed.pop(wid, None)))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _array(self, where: tuple) -> np.ndarray:
+        kind = where[0]
+        if kind == "shm":
+            _, seg_id, offset, dtype, shape = where
+            return self.maps.array(seg_id, offset, dtype, shape)
+        if kind == "inline":
+            _, data, dtype, shape = where
+            return np.frombuffer(data, dtype).reshape(shape)
+        return where[1]
+
+    def _check_uploads(self, wid: int, files: StepFiles | None = None) -> None:
+        files = files or self.files.get(wid)
+        if files is not None and files.upload_error is not None:
+            self._fail(wid, files.upload_error)
+
+    def _fail(self, wid: int, e: BaseException) -> None:
+        if wid not in self.failed:
+            self.failed[wid] = _describe_error(e)
+            self.channel.send(("error", wid, self.failed[wid]))
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sock = socket.socket(fileno=int(argv[0]))
+    WriterLoop(Channel(sock)).run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,231 @@
+"""The writer process: same files as the thread writer, shared memory reuse, back-pressure, and
+what happens when either process fails (errors reported, nothing saved is lost)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from smdebug_lite.modes import ModeKeys
+from smdebug_lite.trials import create_trial
+from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import writer_process as wp
+from smdebug_lite.writer.shared_arena import Arena, shared_memory_supported
+
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(not shared_memory_supported(), reason="needs memfd (Linux)")
+
+
+def _tensors(step: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(step)
+    return {
+        "big": rng.random((300, 40)).astype(np.float32),  # shared memory
+        "small": np.arange(5, dtype=np.int64) + step,  # inside the message
+        "scalar": np.float64(step / 3),
+        "empty": np.zeros((0, 3), dtype=np.float32),
+        "bf16": rng.random(2000).astype(ml_dtypes.bfloat16),
+        "int8": np.arange(-3, 3, dtype=np.int8),
+        "strided": rng.random((40, 60))[:, ::2],  # not contiguous: copied into shared memory
+        "strings": np.array(["a", "bc"]),
+    }
+
+
+def _write(writer, steps=range(4)) -> None:
+    for step in steps:
+        sw = writer.new_step(step, ModeKeys.TRAIN, step)
+        for i, (name, value) in enumerate(_tensors(step).items()):
+            sw.add_tensor(name, value, wall_time=1000.0 + step + i / 100)
+        sw.add_shape("only_shape", (3, 4))
+        writer.submit(sw)
+    writer.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    writer.close()
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_writes_the_same_bytes_as_the_thread_writer(tmp_path):
+    proc = wp.writer_process()
+    assert proc is not None
+    _write(proc.open_writer(str(tmp_path / "p"), "worker_0"))
+    _write(TrialWriter(str(tmp_path / "t"), "worker_0"))
+    ours, theirs = _files(tmp_path / "p"), _files(tmp_path / "t")
+    assert ours.keys() == theirs.keys()
+    assert ours == theirs
+    trial = create_trial(str(tmp_path / "p"))
+    for step in range(4):
+        for name, value in _tensors(step).items():
+            got = trial.tensor(name).value(step)
+            want = value.astype(np.float32) if value.dtype == ml_dtypes.bfloat16 else np.asarray(value)
+            assert np.array_equal(got, want), (name, step)
+
+
+def test_open_trial_writer_uses_the_process_unless_told_otherwise(tmp_path, monkeypatch):
+    w = wp.open_trial_writer(str(tmp_path / "a"))
+    assert isinstance(w, wp.ProcessTrialWriter)
+    w.close()
+    monkeypatch.setenv("SMDEBUG_WRITER", "thread")
+    w = wp.open_trial_writer(str(tmp_path / "b"))
+    assert isinstance(w, TrialWriter)
+    w.close()
+
+
+def _arena(capacity=1 << 20):
+    announced, dropped = [], []
+    return Arena(capacity, announced.append, dropped.append), announced, dropped
+
+
+def test_arena_reuses_released_space_and_starts_over_when_all_is_free():
+    arena, announced, _ = _arena()
+    f32 = np.dtype(np.float32)
+    a = arena.array(f32, (1000,), wait=lambda: False)
+    b = arena.array(f32, (1000,), wait=lambda: False)
+    where_a, where_b = arena.locate(a), arena.locate(b)
+    assert where_a != where_b and len(announced) == 1
+    del a
+    c = arena.array(f32, (1000,), wait=lambda: False)
+    assert arena.locate(c) == where_a  # the released region, not fresh pages
+    view = c[10:20]
+    del c
+    d = arena.array(f32, (1000,), wait=lambda: False)
+    assert arena.locate(d) not in (where_a, where_b)  # a view still holds the old region
+    del view, b, d
+    e = arena.array(np.dtype(np.uint8), (700_000,), wait=lambda: False)
+    assert arena.locate(e) == (0, 0)  # everything was free: the segment starts over
+
+
+def test_arena_waits_while_something_is_pending_then_gives_a_segment_of_its_own():
+    arena, announced, dropped = _arena(capacity=4096)
+    u8 = np.dtype(np.uint8)
+    held = arena.array(u8, (4096,), wait=lambda: False)
+    waits = []
+
+    def wait_then_release():
+        waits.append(1)
+        if len(waits) == 1:
+            return True  # "a step is pending": the arena must try again
+        return False
+
+    other = arena.array(u8, (1000,), wait=wait_then_release)
+    assert len(waits) == 2 and arena.locate(other)[0] == 1  # its own segment
+    big = arena.array(u8, (10_000,), wait=lambda: pytest.fail("never waits for what cannot fit"))
+    assert arena.locate(big)[0] == 2
+    del other, big, held
+    again = arena.array(u8, (64,), wait=lambda: False)  # releases are handled on a request
+    assert sorted(dropped) == [1, 2] and [s.id for s in announced] == [0, 1, 2]
+    assert arena.locate(again) == (0, 0)
+
+
+def test_back_pressure_with_a_small_shared_memory(tmp_path):
+    proc = wp.WriterProcess(capacity=1 << 20)  # 1 MiB; each step is 0.8 MiB
+    try:
+        w = proc.open_writer(str(tmp_path), "worker_0")
+        values = {}
+        for step in range(6):
+            sw = w.new_step(step, ModeKeys.TRAIN, step)
+            values[step] = np.full(200_000, step, dtype=np.float32)
+            sw.add_tensor("x", values[step])
+            w.submit(sw)
+        w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+        w.close()
+        assert proc.total_wait_s > 0  # each step waited for the one before to be written
+        assert [s.id for s in proc.arena.segments] == [0]  # and needed no extra segment
+    finally:
+        proc.channel.close()
+    trial = create_trial(str(tmp_path))
+    for step, value in values.items():
+        assert np.array_equal(trial.tensor("x").value(step), value)
+
+
+def test_write_errors_come_back_to_the_training_process(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    w = wp.open_trial_writer(str(blocker / "out"))
+    sw = w.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("x", np.zeros(3))
+    w.submit(sw)
+    with pytest.raises(RuntimeError, match=r"writing to .*file/out failed: NotADirectoryError"):
+        w.flush()
+    with pytest.raises(RuntimeError, match="NotADirectoryError"):
+        w.close()
+
+
+def test_a_killed_writer_process_is_reported_and_replaced(tmp_path):
+    proc = wp.writer_process()
+    w = proc.open_writer(str(tmp_path / "a"), "worker_0")
+    sw = w.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("x", np.zeros(3))
+    w.submit(sw)
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    w.flush()
+    os.kill(proc.popen.pid, signal.SIGKILL)
+    proc.popen.wait()
+    with pytest.raises(RuntimeError, match=r"writer process \(pid \d+\) exited"):
+        for step in range(1, 50):
+            sw = w.new_step(step, ModeKeys.TRAIN, step)
+            sw.add_tensor("x", np.zeros(3))
+            w.submit(sw)
+            time.sleep(0.01)
+    (tmp_path / "a" / "training_job_end.ts").touch()
+    assert create_trial(str(tmp_path / "a")).steps() == [0]  # what was written stays
+    fresh = wp.writer_process()
+    assert fresh is not proc and fresh.popen.poll() is None
+
+
+def test_ctrl_c_does_not_stop_the_writer_process(tmp_path):
+    proc = wp.writer_process()
+    os.kill(proc.popen.pid, signal.SIGINT)
+    time.sleep(0.3)
+    w = proc.open_writer(str(tmp_path), "worker_0")
+    _write(w, steps=[0])
+    assert create_trial(str(tmp_path)).steps() == [0]
+
+
+def test_steps_sent_before_the_training_process_dies_are_written(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys
+        import numpy as np
+        sys.path.insert(0, {str(REPO)!r})
+        from smdebug_lite.modes import ModeKeys
+        from smdebug_lite.writer.writer_process import writer_process
+        proc = writer_process()
+        print(proc.popen.pid, flush=True)
+        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
+        w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
+        for step in range(20):
+            sw = w.new_step(step, ModeKeys.TRAIN, step)
+            sw.add_tensor("x", np.full(100_000, step, dtype=np.float32))
+            w.submit(sw)
+        os._exit(0)  # no close, no flush: a crash right after the last submit
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    child = int(out.stdout.split()[0])
+    deadline = time.time() + 60
+    while time.time() < deadline and Path(f"/proc/{child}").exists():
+        time.sleep(0.05)
+    assert not (tmp_path / "training_job_end.ts").exists()  # nobody said training ended
+    (tmp_path / "training_job_end.ts").touch()
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == list(range(20))
+    assert np.array_equal(trial.tensor("x").value(19), np.full(100_000, 19, dtype=np.float32))
+
+
+def test_s3_environment_set_after_the_process_started_is_used(s3_bucket, tmp_path):
+    assert wp.writer_process() is not None  # started before (the session fixture set the env)
+    uri = f"s3://{s3_bucket}/proc"
+    _write(wp.open_trial_writer(uri), steps=[0, 1])
+    trial = create_trial(uri)
+    assert trial.steps() == [0, 1]
+    assert np.array_equal(trial.tensor("big").value(1), _tensors(1)["big"])
