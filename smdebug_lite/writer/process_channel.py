@@ -18,6 +18,7 @@ _LEN = struct.Struct("<I")
 # Environment variables a writer's "open" message carries: what storage reads.
 STORAGE_ENV_PREFIXES = ("AWS_", "BOTO", "SMDEBUG_")
 _MAX_FDS = 16
+_RECV_BYTES = 1 << 16  # read at most this much per system call
 _FDS_SPACE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
 
 
@@ -31,6 +32,8 @@ class Channel:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self._buf = bytearray()
+        self._rbuf = bytearray(_RECV_BYTES)
+        self._rview = memoryview(self._rbuf)
         self._fds: collections.deque[int] = collections.deque()
 
     def send(self, msg: tuple, fds: tuple[int, ...] = ()) -> None:
@@ -94,8 +97,8 @@ class Channel:
                 return False
         try:
             flags = socket.MSG_DONTWAIT if timeout == 0 else 0
-            # (socket.recv_fds ignores its flags argument before Python 3.12)
-            data, ancdata, _flags, _addr = self.sock.recvmsg(1 << 20, _FDS_SPACE, flags)
+            # (into a buffer kept for the purpose; socket.recv_fds ignores `flags` before 3.12)
+            n, ancdata, _flags, _addr = self.sock.recvmsg_into([self._rbuf], _FDS_SPACE, flags)
         except BlockingIOError:
             return False
         except OSError as e:
@@ -105,9 +108,9 @@ class Channel:
                 fds = array.array("i")
                 fds.frombytes(payload[: len(payload) - len(payload) % fds.itemsize])
                 self._fds.extend(fds)
-        if not data:
+        if not n:
             raise ChannelClosed("writer channel closed by the other process")
-        self._buf += data
+        self._buf += self._rview[:n]
         return True
 
     def close(self) -> None:
