@@ -81,6 +81,18 @@ def test_open_trial_writer_uses_the_process_unless_told_otherwise(tmp_path, monk
     w.close()
 
 
+def test_a_writer_process_that_cannot_start_leaves_writing_to_a_thread(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(wp, "_instance", None)
+    monkeypatch.setattr(wp, "_unavailable", None)
+    monkeypatch.setattr(wp, "_BOOTSTRAP", "import sys; sys.exit(3)")
+    w = wp.open_trial_writer(str(tmp_path))
+    assert isinstance(w, TrialWriter)
+    assert "could not start its writer process" in caplog.text and "exit code 3" in caplog.text
+    _write(w, steps=[0])
+    assert create_trial(str(tmp_path)).steps() == [0]
+    assert wp.writer_process() is None  # not retried for every hook
+
+
 def _arena(capacity=1 << 20):
     announced, dropped = [], []
     return Arena(capacity, announced.append, dropped.append), announced, dropped
@@ -218,7 +230,7 @@ def test_steps_sent_before_the_training_process_dies_are_written(tmp_path):
     assert not (tmp_path / "training_job_end.ts").exists()  # nobody said training ended
     (tmp_path / "training_job_end.ts").touch()
     trial = create_trial(str(tmp_path))
-    assert trial.steps() == list(range(20))
+    assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
     assert np.array_equal(trial.tensor("x").value(19), np.full(100_000, 19, dtype=np.float32))
 
 

@@ -42,6 +42,19 @@ INLINE_BYTES = 4096  # arrays up to this size travel inside the message
 START_TIMEOUT_S = float(os.environ.get("SMDEBUG_WRITER_START_TIMEOUT_S", "60"))
 
 
+# The writer process imports the same smdebug_lite as this process, from wherever it was loaded,
+# without putting that directory ahead of the standard library for anything else.
+_BOOTSTRAP = (
+    "import sys; root = sys.argv[1]; sys.path.insert(0, root); import smdebug_lite; "
+    "sys.path.remove(root); from smdebug_lite.writer.writer_process_main import main; "
+    "sys.exit(main(sys.argv[2:]))"
+)
+
+
+def _package_root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 class WriterProcessError(RuntimeError):
     """The writer process failed to write, or exited."""
 
@@ -51,14 +64,14 @@ class WriterProcess:
 
     def __init__(self, capacity: int = DEFAULT_MAX_PENDING_BYTES) -> None:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         try:
             self.popen = subprocess.Popen(
-                [sys.executable, "-m", "smdebug_lite.writer.writer_process_main", str(child_sock.fileno())],
+                [sys.executable, "-c", _BOOTSTRAP, _package_root(), str(child_sock.fileno())],
                 pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                env=env, close_fds=True)
+                close_fds=True)
+        except BaseException:
+            parent_sock.close()
+            raise
         finally:
             child_sock.close()
         self.pid_owner = os.getpid()
@@ -72,10 +85,16 @@ class WriterProcess:
         self._in_flight: dict[int, tuple] = {}  # token -> what must stay alive until written
         self._replies: dict[int, tuple] = {}  # token -> reply of a flush/close
         self.arena = Arena(capacity, self._announce, self._drop)
-        reply = self._recv(START_TIMEOUT_S)
+        try:
+            reply = self.channel.recv(START_TIMEOUT_S)
+        except ChannelClosed:
+            reply = None
         if reply is None or reply[0] != "ready":
             self.popen.kill()
-            raise WriterProcessError(f"the writer process did not start within {START_TIMEOUT_S:.0f}s")
+            self.channel.close()
+            code = self.popen.wait()
+            raise WriterProcessError(f"the writer process did not start (exit code {code}; its "
+                                     f"errors are above) within {START_TIMEOUT_S:.0f}s")
 
     # -- messages --------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""The writer process: ``python -m smdebug_lite.writer.writer_process_main <socket fd>``.
+"""The writer process's program: `main(<socket fd>)`.
 
-Started by `writer_process.WriterProcess`; it writes the steps a training process describes, in
+`writer_process.WriterProcess` starts it in a new interpreter (``python -c`` with a bootstrap
+that imports this same copy of smdebug_lite). It writes the steps a training process describes, in
 order, and answers each. It ignores Ctrl-C (the training process decides when writing ends)
 and exits when the training process closes the socket, after writing everything it received
 and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only a `close` asks.
@@ -33,9 +34,18 @@ class WriterLoop:
         self.maps = SegmentMaps()
         self.files: dict[int, StepFiles] = {}
         self.failed: dict[int, str] = {}
+        self.parent_gone = False
+
+    def reply(self, msg: tuple) -> None:
+        """Answer the training process; once it is gone, keep writing what it sent."""
+        if not self.parent_gone:
+            try:
+                self.channel.send(msg)
+            except ChannelClosed:
+                self.parent_gone = True
 
     def run(self) -> None:
-        self.channel.send(("ready", os.getpid()))
+        self.reply(("ready", os.getpid()))
         while True:
             try:
                 msg = self.channel.recv()
@@ -43,7 +53,10 @@ class WriterLoop:
                 break
             if msg is None:
                 continue
-            getattr(self, "on_" + msg[0])(*msg[1:])
+            try:
+                getattr(self, "on_" + msg[0])(*msg[1:])
+            except Exception:  # a bug here must not stop the writing of later steps
+                traceback.print_exc()
         for files in self.files.values():  # the training process is gone: finish uploads only
             try:
                 files.finish(mark_training_end=False)
@@ -81,7 +94,7 @@ class WriterLoop:
                 self._check_uploads(wid)
             except Exception as e:
                 self._fail(wid, e)
-        self.channel.send(("done", token))
+        self.reply(("done", token))
 
     def on_collections(self, wid: int, json_text: str) -> None:
         if wid in self.files and wid not in self.failed:
@@ -95,7 +108,7 @@ class WriterLoop:
         if files is not None and wid not in self.failed:
             files.wait_uploads()
             self._check_uploads(wid)
-        self.channel.send(("flushed", token, self.failed.get(wid)))
+        self.reply(("flushed", token, self.failed.get(wid)))
 
     def on_close(self, wid: int, token: int, mark_training_end: bool) -> None:
         files = self.files.pop(wid, None)
@@ -105,7 +118,7 @@ class WriterLoop:
                 self._check_uploads(wid, files)
             except Exception as e:
                 self._fail(wid, e)
-        self.channel.send(("closed", token, self.failed.pop(wid, None)))
+        self.reply(("closed", token, self.failed.pop(wid, None)))
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -127,7 +140,7 @@ class WriterLoop:
     def _fail(self, wid: int, e: BaseException) -> None:
         if wid not in self.failed:
             self.failed[wid] = _describe_error(e)
-            self.channel.send(("error", wid, self.failed[wid]))
+            self.reply(("error", wid, self.failed[wid]))
 
 
 def main(argv: list[str]) -> int:
