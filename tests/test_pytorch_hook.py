@@ -574,3 +574,31 @@ def test_gradient_hooks_are_attached_only_while_a_step_saves_gradients(tmp_path)
     hook.close()
     assert attached == [4, 0, 0, 4, 0, 0, 4]
     assert steps_of(read_out_dir(tmp_path / "run"), "gradient/MLP_fc1.weight", "GLOBAL") == [0, 3, 6]
+
+
+def test_host_buffer_pool_keeps_what_a_step_takes():
+    """Six snapshots of one shape per step (a model with six equal layers) are all reused."""
+    from smdebug_lite.pytorch.capture import HostBuffers
+
+    pool = HostBuffers()
+    like = torch.zeros(4, 4)
+    taken = [pool.take(like) for _ in range(6)]
+    pool.end_step()
+    pool.give_back(taken)
+    again = [pool.take(like) for _ in range(6)]
+    assert {id(t) for t in again} == {id(t) for t in taken}
+
+
+def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
+    model = nn.Sequential(nn.Linear(4, 3))
+    hook = smd.Hook(out_dir=str(tmp_path), save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights"])
+    hook.register_module(model)
+    for _ in range(3):
+        model(torch.randn(2, 4))
+    proc = hook._writer.proc if hasattr(hook._writer, "proc") else None
+    if proc is None:
+        pytest.skip("no writer process on this platform")
+    snapshot = hook._buffer._items[0].raw  # captured this step, not yet handed over
+    assert proc.arena.locate(snapshot) is not None  # copied once, read in place by the writer
+    hook.close()
