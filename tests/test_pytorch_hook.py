@@ -9,6 +9,7 @@ import pytest
 import torch
 from _pytorch_support import (
     MLP,
+    REPO,
     Recorder,
     SmallCNN,
     read_out_dir,
@@ -602,3 +603,38 @@ def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
     snapshot = hook._buffer._items[0].raw  # captured this step, not yet handed over
     assert proc.arena.locate(snapshot) is not None  # copied once, read in place by the writer
     hook.close()
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_a_forked_child_exiting_does_not_end_the_parents_run(tmp_path, writer):
+    """The child's exit handlers must not close the parent's hook (which would write
+    training_job_end.ts while the parent still trains)."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import os, sys
+        import torch
+        import smdebug_lite.pytorch as smd
+        out = {str(tmp_path)!r}
+        hook = smd.Hook(out_dir=out, save_config=smd.SaveConfig(save_interval=1),
+                        include_collections=["weights"])
+        model = torch.nn.Linear(2, 2)
+        hook.register_module(model)
+        model(torch.randn(1, 2))
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(0)  # a normal exit: exit handlers run
+        os.waitpid(pid, 0)
+        print("after child", os.path.exists(os.path.join(out, "training_job_end.ts")), flush=True)
+        model(torch.randn(1, 2))
+        hook.close()
+        print("after close", os.path.exists(os.path.join(out, "training_job_end.ts")), flush=True)
+    """)
+    env = {**os.environ, "SMDEBUG_WRITER": writer}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env, cwd=str(REPO))
+    assert out.returncode == 0, out.stderr
+    assert "after child False" in out.stdout and "after close True" in out.stdout, out.stdout

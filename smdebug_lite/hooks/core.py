@@ -719,4 +719,14 @@ def _close_live_hooks() -> None:
             hook.close()
 
 
+def _forget_hooks_in_forked_child() -> None:
+    """A forked child (os.fork) does not own its parent's hooks: closing them at the child's
+    exit would end the parent's run on disk (training_job_end.ts) while it still trains."""
+    _live_hooks.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_hooks_in_forked_child)
+
+
 __all__ = ["HookCore", "TensorPlan", "reduction_tensor_name", "to_numpy_value"]
