@@ -151,7 +151,7 @@ def test_back_pressure_with_a_small_shared_memory(tmp_path):
             w.submit(sw)
         w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
         w.close()
-        assert proc.total_wait_s > 0  # each step waited for the one before to be written
+        assert proc.waits.total_s > 0  # each step waited for the one before to be written
         assert [s.id for s in proc.arena.segments] == [0]  # and needed no extra segment
     finally:
         proc.channel.close()

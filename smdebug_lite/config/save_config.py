@@ -265,7 +265,8 @@ class SaveConfig:
 
     def get_save_config(self, mode: Any) -> SaveConfigMode:
         """The schedule for ``mode``; a mode left None gets the default schedule."""
-        cfg = self.mode_save_configs[parse_mode(mode)]
+        # Called for every collection on every checked step: ModeKeys skip parse_mode.
+        cfg = self.mode_save_configs[mode if mode.__class__ is ModeKeys else parse_mode(mode)]
         return cfg if cfg is not None else SaveConfigMode()
 
     def get_mode_config(self, mode: Any) -> SaveConfigMode | None:
@@ -284,11 +285,7 @@ class SaveConfig:
         return not self.missing_modes()
 
     def should_save_step(self, mode: Any, step: int) -> bool:
-        # Called for every collection on every training step: ModeKeys skip parse_mode.
-        cfg = self.mode_save_configs.get(mode) if mode.__class__ is ModeKeys else None
-        if cfg is None:
-            cfg = self.get_save_config(mode)
-        return cfg.should_save_step(step)
+        return self.get_save_config(mode).should_save_step(step)
 
     # -- merging ----------------------------------------------------------------------------
 

@@ -361,8 +361,7 @@ class HookCore:
         if saving:
             self._quiet.pop(mode, None)  # the next step checks again anyway
             return
-        following = [(c.save_config.mode_save_configs.get(mode)
-                      or c.save_config.get_save_config(mode)).next_save_step(mode_step + 1)
+        following = [c.save_config.get_save_config(mode).next_save_step(mode_step + 1)
                      for c in candidates]
         self._quiet[mode] = (generation, mode_step,
                              min((n for n in following if n is not None), default=math.inf))

@@ -17,6 +17,7 @@ import time
 from smdebug_lite.logger import get_logger
 from smdebug_lite.writer.step_files import StepFiles
 from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
 
@@ -48,8 +49,7 @@ class TrialWriter:
         self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it
         self._pending = 0
         self.error: BaseException | None = None
-        self.total_wait_s = 0.0
-        self._last_wait_report = 0.0
+        self.waits = WriterWaits(max_pending_bytes)
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="smdebug-lite-writer", daemon=True)
         self._thread.start()
@@ -72,7 +72,7 @@ class TrialWriter:
                     self._cond.wait(timeout=1.0)
                     if self.error is not None:
                         break
-                self._report_wait(time.perf_counter() - start)
+                self.waits.add(time.perf_counter() - start, self._pending)
             self._pending += size
         self._queue.put(("step", step_writer, size))
 
@@ -107,20 +107,12 @@ class TrialWriter:
             self.error = self.error or e
         if self.error is None:
             self.error = self.files.upload_error
-        if self.total_wait_s > 0:
-            logger.info("Writer waits slowed training by %.2fs in total", self.total_wait_s)
+        self.waits.log_total()
         self._raise_if_failed()
 
-    def _report_wait(self, waited: float) -> None:
-        self.total_wait_s += waited
-        now = time.monotonic()
-        if waited > 0.05 and now - self._last_wait_report > 60:
-            self._last_wait_report = now
-            logger.warning(
-                "The tensor writer fell behind: training waited %.2fs for %d MiB of queued "
-                "tensors to be written (limit SMDEBUG_WRITER_MAX_PENDING_MB=%d). Saving fewer "
-                "steps or tensors avoids this.", waited, self._pending >> 20,
-                self.max_pending_bytes >> 20)
+    @property
+    def total_wait_s(self) -> float:
+        return self.waits.total_s
 
     def _raise_if_failed(self) -> None:
         if self.error is None and self.files.upload_error is not None:

@@ -35,6 +35,7 @@ from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, C
 from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import DEFAULT_MAX_PENDING_BYTES, TrialWriter, on_sagemaker
+from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
 
@@ -78,8 +79,7 @@ class WriterProcess:
         self.channel = Channel(parent_sock)
         self.lock = threading.RLock()
         self.dead: str | None = None
-        self.total_wait_s = 0.0
-        self._last_wait_report = 0.0
+        self.waits = WriterWaits(capacity)
         self._ids = itertools.count()
         self._writers: dict[int, ProcessTrialWriter] = {}
         self._in_flight: dict[int, tuple] = {}  # token -> what must stay alive until written
@@ -133,13 +133,6 @@ class WriterProcess:
                     raise WriterProcessError(f"the writer process did not answer within {timeout:.0f}s")
                 self.poll(min(left, 1.0))
             return self._replies.pop(token)
-
-    def _recv(self, timeout: float | None) -> tuple | None:
-        try:
-            return self.channel.recv(timeout)
-        except ChannelClosed:
-            self._died()
-            return None
 
     def _recv_all(self, timeout: float) -> list[tuple]:
         try:
@@ -200,14 +193,7 @@ class WriterProcess:
             while not self.poll(1.0) and self._in_flight and not self.dead:
                 pass
             waited = time.perf_counter() - start
-        self.total_wait_s += waited
-        now = time.monotonic()
-        if waited > 0.05 and now - self._last_wait_report > 60:
-            self._last_wait_report = now
-            logger.warning(
-                "The tensor writer fell behind: training waited %.2fs for queued tensors to be "
-                "written (limit SMDEBUG_WRITER_MAX_PENDING_MB=%d). Saving fewer steps or tensors "
-                "avoids this.", waited, self.arena.capacity >> 20)
+        self.waits.add(waited)
         return True
 
     def describe(self, value, keep: list) -> tuple:
@@ -262,12 +248,8 @@ class ProcessTrialWriter:
         self._closed = False
 
     @property
-    def arena(self) -> Arena:
-        return self.proc.arena
-
-    @property
     def total_wait_s(self) -> float:
-        return self.proc.total_wait_s
+        return self.proc.waits.total_s
 
     def new_step(self, step: int, mode, mode_step: int) -> StepWriter:
         return StepWriter(step, self.worker, mode, mode_step)
@@ -302,8 +284,7 @@ class ProcessTrialWriter:
             mark_training_end = not on_sagemaker()
         self._ask("close", timeout=3600, extra=(bool(mark_training_end),))
         self.proc._writers.pop(self.wid, None)
-        if self.total_wait_s > 0:
-            logger.info("Writer waits slowed training by %.2fs in total", self.total_wait_s)
+        self.proc.waits.log_total()
         self._raise_if_failed()
 
     def _ask(self, kind: str, timeout: float, extra: tuple = ()) -> None:
@@ -345,11 +326,10 @@ def writer_process() -> WriterProcess | None:
     global _instance, _unavailable
     if os.environ.get("SMDEBUG_WRITER", "process").lower() == "thread":
         return None
-    inst = _instance
-    if inst is not None and inst.pid_owner == os.getpid() and not inst.dead:
-        return inst
+    if _usable(_instance):
+        return _instance
     with _start_lock:
-        if _instance is not None and _instance.pid_owner == os.getpid() and not _instance.dead:
+        if _usable(_instance):
             return _instance
         if _unavailable is not None:
             return None
@@ -364,6 +344,11 @@ def writer_process() -> WriterProcess | None:
                            "written by a thread of the training process instead", e)
             return None
         return _instance
+
+
+def _usable(proc: WriterProcess | None) -> bool:
+    """Started by this process (not inherited through fork) and still alive."""
+    return proc is not None and proc.pid_owner == os.getpid() and not proc.dead
 
 
 def open_trial_writer(out_dir: str, worker: str = "worker_0") -> TrialWriter | ProcessTrialWriter:
