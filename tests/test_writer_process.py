@@ -93,6 +93,26 @@ def test_a_writer_process_that_cannot_start_leaves_writing_to_a_thread(tmp_path,
     assert wp.writer_process() is None  # not retried for every hook
 
 
+def test_an_unknown_writer_choice_is_named_in_a_warning(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("SMDEBUG_WRITER", "procss")
+    w = wp.open_trial_writer(str(tmp_path))
+    assert isinstance(w, wp.ProcessTrialWriter)
+    assert "SMDEBUG_WRITER='procss' is not one of process/thread" in caplog.text
+    w.close()
+
+
+def test_a_bad_start_timeout_is_named_and_writing_falls_back_to_a_thread(tmp_path, monkeypatch,
+                                                                         caplog):
+    monkeypatch.setattr(wp, "_instance", None)
+    monkeypatch.setattr(wp, "_unavailable", None)
+    monkeypatch.setenv("SMDEBUG_WRITER_START_TIMEOUT_S", "soon")
+    w = wp.open_trial_writer(str(tmp_path))
+    assert isinstance(w, TrialWriter)
+    assert "SMDEBUG_WRITER_START_TIMEOUT_S='soon' must be a positive number" in caplog.text
+    _write(w, steps=[0])
+    assert create_trial(str(tmp_path)).steps() == [0]
+
+
 def _arena(capacity=1 << 20):
     announced, dropped = [], []
     return Arena(capacity, announced.append, dropped.append), announced, dropped

@@ -40,7 +40,19 @@ from smdebug_lite.writer.writer_waits import WriterWaits
 logger = get_logger(__name__)
 
 INLINE_BYTES = 4096  # arrays up to this size travel inside the message
-START_TIMEOUT_S = float(os.environ.get("SMDEBUG_WRITER_START_TIMEOUT_S", "60"))
+WRITER_CHOICES = ("process", "thread")
+
+
+def _start_timeout_s() -> float:
+    raw = os.environ.get("SMDEBUG_WRITER_START_TIMEOUT_S", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value > 0:
+        raise WriterProcessError(
+            f"SMDEBUG_WRITER_START_TIMEOUT_S={raw!r} must be a positive number of seconds")
+    return value
 
 
 # The writer process imports the same smdebug_lite as this process, from wherever it was loaded,
@@ -64,6 +76,7 @@ class WriterProcess:
     """The training process's handle on its writer process (one per training process)."""
 
     def __init__(self, capacity: int = DEFAULT_MAX_PENDING_BYTES) -> None:
+        start_timeout = _start_timeout_s()
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.popen = subprocess.Popen(
@@ -86,7 +99,7 @@ class WriterProcess:
         self._replies: dict[int, tuple] = {}  # token -> reply of a flush/close
         self.arena = Arena(capacity, self._announce, self._drop)
         try:
-            reply = self.channel.recv(START_TIMEOUT_S)
+            reply = self.channel.recv(start_timeout)
         except ChannelClosed:
             reply = None
         if reply is None or reply[0] != "ready":
@@ -94,7 +107,7 @@ class WriterProcess:
             self.channel.close()
             code = self.popen.wait()
             raise WriterProcessError(f"the writer process did not start (exit code {code}; its "
-                                     f"errors are above) within {START_TIMEOUT_S:.0f}s")
+                                     f"errors are above) within {start_timeout:.0f}s")
 
     # -- messages --------------------------------------------------------------------------
 
@@ -318,14 +331,20 @@ class ProcessTrialWriter:
 
 _instance: WriterProcess | None = None
 _unavailable: str | None = None
+_warned_choices: set[str] = set()
 _start_lock = threading.Lock()
 
 
 def writer_process() -> WriterProcess | None:
     """This process's writer process, started on first use; None where writes stay in-process."""
     global _instance, _unavailable
-    if os.environ.get("SMDEBUG_WRITER", "process").lower() == "thread":
+    choice = os.environ.get("SMDEBUG_WRITER", "process").strip().lower()
+    if choice == "thread":
         return None
+    if choice not in WRITER_CHOICES and choice not in _warned_choices:
+        _warned_choices.add(choice)
+        logger.warning("SMDEBUG_WRITER=%r is not one of %s; using the writer process", choice,
+                       "/".join(WRITER_CHOICES))
     if _usable(_instance):
         return _instance
     with _start_lock:
