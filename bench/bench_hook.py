@@ -16,6 +16,7 @@ returns `Scenario`s and a worker function that `_worker` dispatches to by framew
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import shutil
@@ -139,10 +140,10 @@ bench_hook_tf_xgb.register(ROW_FUNCTIONS, WORKERS, Scenario)
 def _worker(argv: list[str]) -> None:
     framework, pkg, config, steps, warmup = argv[0], argv[1], json.loads(argv[2]), int(argv[3]), int(argv[4])
     out_dir = tempfile.mkdtemp(prefix="bench-hook-")
-    try:
-        result = WORKERS[framework](pkg, config, steps, warmup, os.path.join(out_dir, "run"))
-    finally:
-        shutil.rmtree(out_dir, ignore_errors=True)
+    # Registered before any hook exists, so it runs after the hooks' own exit handlers (smdebug
+    # writes its end-of-job marker at exit) and nothing is left in /tmp.
+    atexit.register(shutil.rmtree, out_dir, ignore_errors=True)
+    result = WORKERS[framework](pkg, config, steps, warmup, os.path.join(out_dir, "run"))
     print("@@RESULT@@" + json.dumps(result))
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -69,3 +71,9 @@ def test_upload_failure_is_reported_not_silent(s3_endpoint, s3_bucket):
     errors = [r.getMessage() for r in records if r.levelno >= logging.ERROR]
     assert errors, "an upload failure must be reported"
     assert any("NoSuchBucket" in m or "does not exist" in m for m in errors), errors
+    # What could not be uploaded stays staged where the message says; then the test tidies up.
+    kept = {m.split("kept in ")[1].split(")")[0].split()[0] for m in errors if "kept in " in m}
+    assert kept, errors
+    for staging in kept:
+        assert any(Path(staging).rglob("*.tfevents")), staging
+        shutil.rmtree(staging)

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,27 @@ def test_s3_out_dir_is_staged_and_uploaded(s3_bucket, tmp_path):
     assert np.array_equal(values["small"], np.full(3, 2, dtype=np.int32))
     assert np.array_equal(values["big"], big)
     assert not list((tmp_path / "staging").rglob("*.tfevents"))  # staged copies removed
+
+
+def test_default_staging_dir_is_removed_after_upload_and_kept_on_failure(
+        s3_bucket, s3_endpoint, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    ok = TrialWriter(f"s3://{s3_bucket}/run/staged")
+    sw = ok.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("a", np.zeros(4))
+    ok.submit(sw)
+    ok.close()
+    assert not list(tmp_path.glob("smdebug-lite-staging-*"))  # nothing left behind in /tmp
+
+    failed = TrialWriter("s3://no-such-bucket-for-smdebug-lite/x")
+    failed.uploader.retries = 1
+    sw = failed.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("a", np.zeros(4))
+    failed.submit(sw)
+    with pytest.raises(RuntimeError, match="kept in"):
+        failed.close()
+    (staging,) = tmp_path.glob("smdebug-lite-staging-*")
+    assert list(staging.rglob("*.tfevents"))  # what could not be uploaded is kept
 
 
 def test_s3_upload_failure_is_reported(tmp_path, s3_endpoint):

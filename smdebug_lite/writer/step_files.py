@@ -8,6 +8,7 @@ by `S3Uploader` in the order they were finished.
 
 from __future__ import annotations
 
+import os
 import tempfile
 
 from smdebug_lite.format.index_file import parse_index
@@ -23,10 +24,13 @@ class StepFiles:
         self.out_dir = out_dir
         self.worker = worker
         self.uploader = None
+        self._own_staging: str | None = None
         if is_s3_path(out_dir):
             from smdebug_lite.writer.s3_uploader import S3Uploader
 
             staging = staging_dir or tempfile.mkdtemp(prefix="smdebug-lite-staging-")
+            if staging_dir is None:
+                self._own_staging = staging
             self.storage: Storage = LocalStorage(staging)
             self.uploader = S3Uploader(staging, out_dir)
             self.target: Storage = open_storage(out_dir)
@@ -73,6 +77,8 @@ class StepFiles:
         """Wait for uploads, then write `training_job_end.ts` if asked (and nothing failed)."""
         if self.uploader is not None:
             self.uploader.close()
+            if self._own_staging is not None and self.upload_error is None:
+                _remove_empty_tree(self._own_staging)
         if mark_training_end and self.upload_error is None:
             self.target.write_atomic(END_OF_JOB_FILE, b"")
 
@@ -89,3 +95,12 @@ class StepFiles:
     def _uploaded(self, rel: str) -> None:
         if self.uploader is not None:
             self.uploader.enqueue(rel)
+
+
+def _remove_empty_tree(root: str) -> None:
+    """Remove a staging directory whose files were all uploaded; one with files left stays."""
+    for dirpath, _dirs, _files in os.walk(root, topdown=False):
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            pass
