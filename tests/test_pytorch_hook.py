@@ -533,7 +533,8 @@ def test_reductions_travel_to_the_host_in_one_packed_copy():
 
 def test_schedule_changed_mid_run_applies_from_the_next_step(tmp_path):
     """Steps between saves skip the schedule checks; a schedule changed meanwhile (a new
-    SaveConfig, or an attribute of a SaveConfigMode) is still honoured at once."""
+    SaveConfig, an attribute of a SaveConfigMode, a save_steps list edited in place) is still
+    honoured at once."""
     out = tmp_path / "run"
     hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=10),
                     include_collections=["weights"])
@@ -546,9 +547,11 @@ def test_schedule_changed_mid_run_applies_from_the_next_step(tmp_path):
             hook.get_collection("weights").save_config = smd.SaveConfig(save_interval=4)
         if step == 14:
             hook.get_collection("weights").save_config.get_save_config(smd.modes.TRAIN).save_interval = 5
+        if step == 17:  # a save_steps list edited in place, between saves
+            hook.get_collection("weights").save_config.get_save_config(smd.modes.TRAIN).save_steps.append(18)
         model(x)
     hook.close()
-    assert steps_of(read_out_dir(out), "MLP_fc1.weight", "TRAIN") == [0, 4, 8, 12, 15, 20]
+    assert steps_of(read_out_dir(out), "MLP_fc1.weight", "TRAIN") == [0, 4, 8, 12, 15, 18, 20]
 
 
 def test_set_step_backwards_saves_a_scheduled_step(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -329,3 +330,26 @@ def test_next_save_step_agrees_with_should_save_step(kwargs):
         expected = next((s for s in saved if s >= step), None)
         got = cfg.next_save_step(step)
         assert got == expected or (expected is None and (got is None or got >= 600)), step
+
+
+def test_in_place_edits_and_unset_modes_and_schedule_generation():
+    from smdebug_lite.config.save_config import schedule_generation
+
+    cfg = SaveConfigMode(save_interval=10, save_steps=[3])
+    before = schedule_generation()
+    cfg.save_steps.append(7)
+    assert schedule_generation() != before and cfg.should_save_step(7)
+    cfg.save_steps = [1]  # a plain list assigned is watched too
+    before = schedule_generation()
+    cfg.save_steps += [2]
+    assert schedule_generation() != before and cfg.save_steps == [1, 2]
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+    assert json.loads(json.dumps(cfg.to_json_dict()))["save_steps"] == [1, 2]
+
+    partial = SaveConfig(mode_save_configs={ModeKeys.TRAIN: SaveConfigMode(save_interval=3)})
+    default = partial.get_save_config(ModeKeys.EVAL)
+    before = schedule_generation()
+    for _ in range(3):  # asked every step by a hook: the same default, no schedule change
+        assert partial.get_save_config(ModeKeys.EVAL) is default
+    assert schedule_generation() == before
+    assert partial.get_mode_config(ModeKeys.EVAL) is None and not partial.is_complete()

@@ -77,7 +77,7 @@ def schedule_generation() -> int:
     """A number that changes whenever any save schedule changes, so that a hook can keep
     "nothing saves before step N" between steps and recheck only after a change. Assigning an
     attribute of a SaveConfigMode, a mode of a SaveConfig or a collection's save_config counts
-    as a change; editing a ``save_steps`` list in place does not (assign a new list)."""
+    as a change, and so does editing a ``save_steps`` list in place."""
     return _generation
 
 
@@ -86,10 +86,38 @@ def _schedules_changed() -> None:
     _generation += 1
 
 
+def _bumping(name: str):
+    method = getattr(list, name)
+
+    def changed(self, *args):
+        result = method(self, *args)
+        _schedules_changed()
+        return result
+
+    changed.__name__ = name
+    return changed
+
+
+class StepList(list):
+    """A ``save_steps`` list: editing it in place (``cfg.save_steps.append(7)``) counts as a
+    schedule change, as assigning a new list does."""
+
+    __slots__ = ()
+    for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+                  "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+        locals()[_name] = _bumping(_name)
+    del _name
+
+    def __reduce__(self):
+        return (StepList, (list(self),))
+
+
 class SaveConfigMode:
     """The save schedule of one mode. Attributes are plain, as in smdebug."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "save_steps" and isinstance(value, list) and not isinstance(value, StepList):
+            value = StepList(value)
         object.__setattr__(self, name, value)
         _schedules_changed()
 
@@ -121,7 +149,7 @@ class SaveConfigMode:
         self.save_interval: int = interval
         self.start_step: int = start
         self.end_step: int | None = end
-        self.save_steps: list[int] = parse_steps(save_steps)
+        self.save_steps: list[int] = StepList(parse_steps(save_steps))
 
     def should_save_step(self, step: int) -> bool:
         if self.save_steps and step in self.save_steps:
@@ -231,6 +259,8 @@ class SaveConfig:
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "save_steps" and isinstance(value, list) and not isinstance(value, StepList):
+            value = StepList(value)
         object.__setattr__(self, name, value)
         _schedules_changed()
 
@@ -266,8 +296,16 @@ class SaveConfig:
     def get_save_config(self, mode: Any) -> SaveConfigMode:
         """The schedule for ``mode``; a mode left None gets the default schedule."""
         # Called for every collection on every checked step: ModeKeys skip parse_mode.
-        cfg = self.mode_save_configs[mode if mode.__class__ is ModeKeys else parse_mode(mode)]
-        return cfg if cfg is not None else SaveConfigMode()
+        mode = mode if mode.__class__ is ModeKeys else parse_mode(mode)
+        cfg = self.mode_save_configs[mode]
+        if cfg is not None:
+            return cfg
+        # Made once per mode: a new SaveConfigMode counts as a schedule change, and a hook that
+        # saw one on every step would recheck every collection on every step.
+        unset = self.__dict__.setdefault("_unset_defaults", {})
+        if mode not in unset:
+            unset[mode] = SaveConfigMode()
+        return unset[mode]
 
     def get_mode_config(self, mode: Any) -> SaveConfigMode | None:
         """The schedule exactly as configured (None = not set, to be inherited)."""
