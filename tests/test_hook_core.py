@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import numpy as np
 import pytest
@@ -58,6 +59,50 @@ def test_scalar_lands_in_the_step_and_mode_it_was_called_in(tmp_path):
     assert index_names(tmp_path, 0)[1] == ["scalar/before_training"]
     meta, names = index_names(tmp_path, 3)
     assert (meta["mode"], meta["mode_step"], names) == ("TRAIN", 3, ["scalar/train_metric"])
+
+
+def test_sm_metric_scalars_go_to_sagemaker_metrics_on_a_training_job(tmp_path, monkeypatch,
+                                                                      warnings_seen):
+    metrics_dir = tmp_path / "metrics"
+    monkeypatch.setenv("TRAINING_JOB_NAME", "job")
+    monkeypatch.setenv("SAGEMAKER_METRICS_DIRECTORY", str(metrics_dir))
+    hook = HookCore(str(tmp_path / "out"), save_config=SaveConfig(save_interval=100))
+    hook.save_scalar("early", 0.5, sm_metric=True, timestamp=1700000000.7)  # before any step
+    hook.set_mode(modes.TRAIN)
+    for _ in range(4):
+        hook.start_step()
+    hook.save_scalar("accuracy", np.float32(0.25), sm_metric=True, timestamp=1700000001.2)
+    hook.save_scalar("not_a_metric", 9.0)
+    hook.save_scalar("nan_metric", float("nan"), sm_metric=True)
+    hook.save_scalar("label", "text", sm_metric=True)  # saved, not sent (and no failure)
+    hook.set_mode(modes.EVAL)
+    hook.start_step()
+    hook.save_scalar("accuracy", 0.75, sm_metric=True, timestamp=1700000002)
+    hook.close()
+    assert not hook.disabled
+    (metrics_file,) = metrics_dir.iterdir()
+    assert metrics_file.name == f"{os.getpid()}.json"
+    lines = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    assert lines == [
+        {"MetricName": "scalar/early_GLOBAL", "Value": 0.5, "Timestamp": 1700000000,
+         "IterationNumber": 0},
+        {"MetricName": "scalar/accuracy_TRAIN", "Value": 0.25, "Timestamp": 1700000001,
+         "IterationNumber": 3},
+        {"MetricName": "scalar/accuracy_EVAL", "Value": 0.75, "Timestamp": 1700000002,
+         "IterationNumber": 0},
+    ]
+    assert any("label" in r.getMessage() and "not a number" in r.getMessage() for r in warnings_seen)
+    assert "scalar/accuracy" in index_names(tmp_path / "out", 3)[1]  # still saved with the tensors
+
+
+def test_sm_metric_writes_nothing_off_sagemaker(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRAINING_JOB_NAME", raising=False)
+    monkeypatch.setenv("SAGEMAKER_METRICS_DIRECTORY", str(tmp_path / "metrics"))
+    hook = HookCore(str(tmp_path / "out"))
+    hook.start_step()
+    hook.save_scalar("accuracy", 0.5, sm_metric=True)
+    hook.close()
+    assert not (tmp_path / "metrics").exists()
 
 
 def test_save_tensor_goes_to_every_named_collection(tmp_path):

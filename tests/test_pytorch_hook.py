@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import numpy as np
@@ -403,6 +404,38 @@ def test_save_scalar_lands_in_its_step_and_mode(tmp_path):
     assert steps_of(data, "scalar/eval_metric", "EVAL") == [0]
     assert value_at(data, "scalar/eval_metric", "EVAL", 0).dtype == np.int64
     assert steps_of(data, "MLP_fc1.weight", "TRAIN") == [0]
+
+
+def test_losses_and_sm_metric_scalars_reach_sagemaker_metrics(tmp_path, monkeypatch):
+    """On a training job, saved losses (their mean) and sm_metric scalars become SageMaker
+    Metrics lines named <tensor>_<MODE>, numbered by the mode's step."""
+    monkeypatch.setenv("TRAINING_JOB_NAME", "job")
+    monkeypatch.setenv("SAGEMAKER_METRICS_DIRECTORY", str(tmp_path / "metrics"))
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=2))
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    losses = {}
+    for mode, steps in ((smd.modes.TRAIN, 4), (smd.modes.EVAL, 2)):
+        hook.set_mode(mode)
+        for i in range(steps):
+            loss = loss_fn(model(torch.randn(8, 6)), torch.randint(0, 3, (8,)))
+            losses[(mode.name, i)] = float(loss.detach())
+            if mode is smd.modes.TRAIN:
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                hook.save_scalar("lr", 0.1, sm_metric=True)
+    hook.close()
+    (metrics_file,) = (tmp_path / "metrics").iterdir()
+    lines = [json.loads(line) for line in metrics_file.read_text().splitlines()]
+    got = {(m["MetricName"], m["IterationNumber"]): m["Value"] for m in lines}
+    expected = {(f"CrossEntropyLoss_output_0_{mode}", i): pytest.approx(v, rel=1e-6)
+                for (mode, i), v in losses.items() if i % 2 == 0}
+    expected.update({("scalar/lr_TRAIN", i): 0.1 for i in range(4)})
+    assert got == expected
+    assert all(isinstance(m["Timestamp"], int) for m in lines)
 
 
 def test_save_tensor_with_torch_tensors(tmp_path):

@@ -35,6 +35,7 @@ from smdebug_lite.config.collection import (
     NON_HISTOGRAM_COLLECTIONS,
     NON_REDUCTION_COLLECTIONS,
     SCALAR_COLLECTIONS,
+    SM_METRIC_COLLECTIONS,
     Collection,
     CollectionKeys,
     builtin_collections,
@@ -50,6 +51,7 @@ from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
+from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import TrialWriter
 from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
@@ -91,6 +93,7 @@ class TensorPlan:
     save_shape: bool = False
     histogram: bool = False
     tb_scalar: bool = False
+    sm_metric: bool = False  # also sent to SageMaker Metrics (losses, metrics, sm_metrics)
     collections: list[Collection] = field(default_factory=list)
 
 
@@ -179,6 +182,7 @@ class HookCore:
         self._exported_names: int = -1
         self._writer: TrialWriter | ProcessTrialWriter | None = None
         self._tb = None
+        self._sm_metrics = None if self.dry_run else SageMakerMetrics.for_this_job()
         self._claimed = False
         self._closed = False
         self._lock = threading.RLock()
@@ -429,6 +433,8 @@ class HookCore:
             rc = c.reduction_config
             plan.save_raw |= rc.save_raw_tensor
             plan.save_shape |= rc.save_shape
+            if c.name in SM_METRIC_COLLECTIONS:
+                plan.sm_metric = True
             if c.name in SCALAR_COLLECTIONS:
                 plan.tb_scalar = True
             elif c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
@@ -461,6 +467,9 @@ class HookCore:
             sw.add_tensor(reduction_tensor_name(plan.name, red, is_abs, self.keep_tf_suffix), value)
         if raw is not None and plan.save_raw:
             sw.add_tensor(plan.name, raw)
+        if plan.sm_metric and raw is not None and self._sm_metrics is not None and raw.size:
+            # smdebug sent the mean of every losses/metrics/sm_metrics value it saved.
+            self._sm_metrics.log(f"{plan.name}_{sw.mode.name}", raw, time.time(), sw.mode_step)
         if self._tb is not None and raw is not None:
             self._tb_record(plan, raw, sw.step, sw.mode)
 
@@ -468,11 +477,14 @@ class HookCore:
 
     def save_scalar(self, name: str, value, sm_metric: bool = False, timestamp: float | None = None) -> None:
         """Save a scalar in the step and mode it is called in (smdebug wrote it into whichever
-        step flushed next, and deadlocked when called before the first step)."""
+        step flushed next, and deadlocked when called before the first step). With `sm_metric`
+        on a SageMaker training job it is also sent to SageMaker Metrics as `scalar/<name>_<MODE>`."""
         with self.failsafe("save_scalar"):
             arr = to_numpy_value(value)
             wall = time.time() if timestamp is None else float(timestamp)
             tag = SCALAR_PREFIX + name
+            if sm_metric and self._sm_metrics is not None:
+                self._sm_metrics.log(f"{tag}_{self.mode.name}", arr, wall, max(self.mode_step, 0))
             if self.step < 0:
                 self._pending_scalars.append((tag, arr, wall))
                 return
@@ -680,6 +692,8 @@ class HookCore:
                     logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
             if self._tb is not None:
                 self._tb.close()
+            if self._sm_metrics is not None:
+                self._sm_metrics.close()
         finally:
             if self._claimed:
                 with contextlib.suppress(OSError):
