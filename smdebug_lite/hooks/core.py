@@ -48,6 +48,7 @@ from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode, schedule
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
 from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
+from smdebug_lite.hooks.training_state import TrainingState
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
@@ -190,6 +191,9 @@ class HookCore:
         self.num_workers = self._num_workers()
         self.chief = self.worker == self._chief_worker_name()
         self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
+        self._training_state = None if self.dry_run else TrainingState.for_this_job()
+        if self._training_state is not None:
+            self._resume_counters(self._training_state)
         if not self.dry_run:
             self._check_out_dir()
         _live_hooks.add(self)
@@ -313,9 +317,22 @@ class HookCore:
     def mode_step(self) -> int:
         return self.mode_steps.get(self.mode, -1)
 
+    def _resume_counters(self, state: TrainingState) -> None:
+        """A restarted job (spot training) continues the step numbers of the run before."""
+        counters = state.resume_counters()
+        if counters is None:
+            return
+        self.step, mode_steps, self.last_saved_step = counters
+        self.mode_steps.update(mode_steps)
+        self.mode_steps[ModeKeys.GLOBAL] = self.step
+        logger.info("smdebug-lite: resuming step counters from %s: the next step is %d",
+                    state.path, self.step + 1)
+
     def start_step(self) -> None:
         """A new step of the current mode begins: count it, decide what this step saves."""
         self.end_step()
+        if self._training_state is not None and self.chief:
+            self._training_state.maybe_record(self.step, self.mode_steps, self.last_saved_step)
         self.step += 1
         self.mode_steps[self.mode] = self.mode_steps.get(self.mode, -1) + 1
         if self.mode != ModeKeys.GLOBAL:
