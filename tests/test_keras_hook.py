@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -347,3 +350,43 @@ def test_xla_compiled_step_and_steps_per_execution(tmp_path):
     hook.close()
     trial = create_trial(str(tmp_path / "spe"))
     assert trial.tensor(GRADS[0]).steps() == [0, 1]  # one step per call of 2 batches
+
+
+MIRRORED_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * 2)
+import smdebug_lite.tensorflow as smd
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+with strategy.scope():
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
+                                 tf.keras.layers.Dense(2)])
+    model.compile(optimizer="sgd", metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+hook = smd.KerasHook(sys.argv[1], save_config=smd.SaveConfig(save_interval=2),
+                     include_collections=["weights", "gradients", "losses", "metrics", "outputs"])
+rng = np.random.default_rng(0)
+x, y = rng.random((64, 4), dtype=np.float32), rng.integers(0, 2, 64)
+model.fit(x, y, batch_size=16, epochs=2, callbacks=[hook], verbose=0)
+hook.close()
+print("DISABLED" if hook.disabled else "OK")
+"""
+
+
+def test_mirrored_strategy_trains_and_saves_one_replicas_tensors(tmp_path):
+    """MirroredStrategy over two logical CPUs (a fresh process: devices are fixed at TF start):
+    training runs, and the values saved are one replica's (half of each batch)."""
+    out = tmp_path / "run"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "SMDEBUG_LOG_LEVEL": "warning"}
+    proc = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, str(out)], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
+    trial = create_trial(str(out))
+    assert trial.steps() == [0, 2, 4, 6]
+    assert trial.tensor("labels").value(0).shape == (8,)  # one replica's half of 16
+    assert trial.tensor("predictions").value(0).shape == (8, 2)
+    assert trial.tensor("sequential/dense/kernel:0").value(4).shape == (4, 8)
+    for name in ("gradients/sequential/dense/kernelGrad", "loss"):
+        assert np.isfinite(trial.tensor(name).value(6)).all()
