@@ -259,8 +259,6 @@ class SaveConfig:
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "save_steps" and isinstance(value, list) and not isinstance(value, StepList):
-            value = StepList(value)
         object.__setattr__(self, name, value)
         _schedules_changed()
 
