@@ -137,6 +137,40 @@ def test_arena_reuses_released_space_and_starts_over_when_all_is_free():
     assert arena.locate(e) == (0, 0)  # everything was free: the segment starts over
 
 
+def _resident_bytes(address: int) -> int:
+    """Resident bytes of this process's mapping that contains `address` (/proc/self/smaps)."""
+    inside = False
+    for line in open("/proc/self/smaps"):
+        head = line.split()[0]
+        if "-" in head and ":" not in head:
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "Rss:":
+            return int(line.split()[1]) * 1024
+    raise AssertionError("mapping not found")
+
+
+@pytest.mark.skipif(not hasattr(__import__("mmap"), "MADV_REMOVE"), reason="Linux only")
+def test_arena_gives_back_the_pages_of_one_unusually_large_step():
+    arena, _, _ = _arena(capacity=64 << 20)
+    u8 = np.dtype(np.uint8)
+    big = arena.array(u8, (40 << 20,), wait=lambda: False)
+    big.fill(1)  # one large step: 40 MiB of pages written
+    base = arena.segments[0].base
+    del big
+    for cycle in range(9):  # then steps of 1 MiB, each written and released
+        small = arena.array(u8, (1 << 20,), wait=lambda: False)
+        small.fill(2)
+        assert arena.locate(small) == (0, 0)
+        if cycle < 7:  # the large step is still among the recent cycles: its pages are kept
+            assert _resident_bytes(base) >= 40 << 20
+        del small
+    assert _resident_bytes(base) <= 2 << 20  # given back; the 1 MiB in use stays
+    again = arena.array(u8, (40 << 20,), wait=lambda: False)  # a large step again: still works
+    again.fill(3)
+    assert arena.locate(again) == (0, 0) and int(again[-1]) == 3
+
+
 def test_arena_waits_while_something_is_pending_then_gives_a_segment_of_its_own():
     arena, announced, dropped = _arena(capacity=4096)
     u8 = np.dtype(np.uint8)

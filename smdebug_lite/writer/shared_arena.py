@@ -9,6 +9,10 @@ pages are reused (fresh pages fault on first write, which costs more than the co
 every array is released the whole segment is free again. A request that does not fit gets a
 segment of its own, dropped on release.
 
+Pages once written stay allocated (they are reused). When the segment starts over and the
+recent cycles used much less than was ever written (one unusually large step), the pages beyond
+what they used are given back to the OS (`MADV_REMOVE` punches them out of the memfd).
+
 The writer process holds `SegmentMaps`: the same segments, mapped by id.
 """
 
@@ -24,6 +28,8 @@ from collections.abc import Callable
 import numpy as np
 
 _ALIGN = 64
+_RECENT_CYCLES = 8  # how many starts-over the kept size looks back on
+TRIM_MIN_BYTES = 16 << 20  # give back only this much or more (re-faulting pages costs)
 
 
 def shared_memory_supported() -> bool:
@@ -65,6 +71,8 @@ class Arena:
         self._next_id = 0
         self._main: Segment | None = None
         self._used = 0  # the main segment is carved from its start up to here
+        self._touched = 0  # bytes of the main segment written since they were last given back
+        self._recent: collections.deque[int] = collections.deque(maxlen=_RECENT_CYCLES)
         self._free: dict[int, list[_Region]] = {}  # released main-segment regions, by size
         self._live = 0  # main-segment regions handed out and not yet released
         self._own: dict[int, Segment] = {}  # segments of single arrays that did not fit
@@ -131,7 +139,10 @@ class Arena:
     def _take(self, size: int) -> _Region | None:
         if not self._live and self._used:
             self._free.clear()  # everything is released: start the segment over
+            self._recent.append(self._used)
+            self._touched = max(self._touched, self._used)
             self._used = 0
+            self._trim()
         free = self._free.get(size)
         if free:
             self._live += 1
@@ -150,6 +161,19 @@ class Arena:
             region = self._free[min(fits)].pop()
         self._live += 1
         return region
+
+    def _trim(self) -> None:
+        """Give back the pages beyond what the recent cycles used, if that is worth it."""
+        keep = -(-max(self._recent) // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self._main is None or self._touched - keep < TRIM_MIN_BYTES:
+            return
+        if not hasattr(mmap, "MADV_REMOVE"):
+            return
+        try:
+            self._main.mm.madvise(mmap.MADV_REMOVE, keep, self._touched - keep)
+        except OSError:
+            return  # the pages stay allocated and in use: no harm
+        self._touched = keep
 
     def _take_own(self, nbytes: int) -> _Region:
         seg = self._new_segment(max(nbytes, 1))
