@@ -132,3 +132,16 @@ def test_a_bad_checkpoint_config_is_named(tmp_path, monkeypatch, warnings_seen):
     assert hook._training_state is None
     assert any("LocalPath" in r.getMessage() and str(config) in r.getMessage()
                for r in warnings_seen)
+
+
+def test_a_checkpoint_after_the_last_step_is_recorded_at_close(tmp_path, checkpoint_dir,
+                                                               monkeypatch):
+    monkeypatch.setattr(training_state, "CHECK_INTERVAL_S", 1000.0)  # no look during training
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=1))
+    model = MLP()
+    _train(hook, model, steps=3)
+    torch.save(model.state_dict(), checkpoint_dir / "model.pt")  # at the end of the epoch
+    assert not (checkpoint_dir / "metadata.json").exists()
+    hook.close()
+    (state,) = json.loads((checkpoint_dir / "metadata.json").read_text())
+    assert state["latest-global-step-seen"] == 2 and state["latest-mode-step"]["TRAIN"] == 2

@@ -694,6 +694,10 @@ class HookCore:
                 with self.failsafe("close"):
                     self.end_step()
                     self._report_unmatched(first_only=False)
+                    if self._training_state is not None and self.chief:
+                        # A checkpoint written after the last step is recorded too.
+                        self._training_state.maybe_record(self.step, self.mode_steps,
+                                                          self.last_saved_step, now=True)
             # Even a hook that disabled itself ends the run cleanly on disk (collections file,
             # end marker): readers waiting for data learn that training is over instead of
             # waiting out their timeout, and what was saved before the failure stays readable.

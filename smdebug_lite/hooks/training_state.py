@@ -10,8 +10,9 @@ list of states with the keys ``training-run``, ``latest-global-step-saved``,
 checkpoint, and a new hook continues counting from the last state.
 
 Checkpoint files are looked at no more than once per `CHECK_INTERVAL_S` (a directory scan on
-every step would cost the training loop): the recorded step may be a little later than the
-checkpoint's, so a resumed run may skip a few step numbers, but never reuses one.
+every step would cost the training loop), and once more when the hook closes: the recorded step
+may be a little later than the checkpoint's, so a resumed run may skip a few step numbers, but
+never reuses one.
 """
 
 from __future__ import annotations
@@ -89,12 +90,13 @@ class TrainingState:
             return None
 
     def maybe_record(self, step: int, mode_steps: dict[ModeKeys, int],
-                     last_saved: int | None) -> None:
-        """Record the counters if checkpoint files changed since the last look (throttled)."""
-        now = time.monotonic()
-        if now < self._next_check:
+                     last_saved: int | None, now: bool = False) -> None:
+        """Record the counters if checkpoint files changed since the last look (throttled,
+        unless `now`)."""
+        t = time.monotonic()
+        if t < self._next_check and not now:
             return
-        self._next_check = now + CHECK_INTERVAL_S
+        self._next_check = t + CHECK_INTERVAL_S
         signature = self._checkpoint_signature()
         if signature == self._signature:
             return
