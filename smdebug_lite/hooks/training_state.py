@@ -10,9 +10,10 @@ list of states with the keys ``training-run``, ``latest-global-step-saved``,
 checkpoint, and a new hook continues counting from the last state.
 
 Checkpoint files are looked at no more than once per `CHECK_INTERVAL_S` (a directory scan on
-every step would cost the training loop), and once more when the hook closes: the recorded step
-may be a little later than the checkpoint's, so a resumed run may skip a few step numbers, but
-never reuses one.
+every step would cost the training loop), and once more when the hook closes. The recorded step
+may be a little later than the checkpoint's: a resumed run then skips a few step numbers. Steps
+the interrupted run made after its last record are made again by the resumed run, under the
+same numbers, and their files replace the lost run's.
 """
 
 from __future__ import annotations
