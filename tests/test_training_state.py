@@ -145,3 +145,14 @@ def test_a_checkpoint_after_the_last_step_is_recorded_at_close(tmp_path, checkpo
     hook.close()
     (state,) = json.loads((checkpoint_dir / "metadata.json").read_text())
     assert state["latest-global-step-seen"] == 2 and state["latest-mode-step"]["TRAIN"] == 2
+
+
+def test_the_metadata_file_keeps_the_newest_states_only(tmp_path, checkpoint_dir, monkeypatch):
+    monkeypatch.setattr(training_state, "KEEP_STATES", 3)
+    state = training_state.TrainingState(str(checkpoint_dir))
+    for step in range(5):
+        state.record(step, {smd.modes.TRAIN: step}, step)
+    kept = json.loads((checkpoint_dir / "metadata.json").read_text())
+    assert [s["latest-global-step-seen"] for s in kept] == [2, 3, 4]
+    assert training_state.TrainingState(str(checkpoint_dir)).resume_counters() == (
+        4, {smd.modes.TRAIN: 4}, 4)

@@ -32,6 +32,7 @@ CHECKPOINT_CONFIG_ENV = "CHECKPOINT_CONFIG_FILE_PATH"
 DEFAULT_CHECKPOINT_CONFIG = "/opt/ml/input/config/checkpointconfig.json"
 METADATA_FILE = "metadata.json"
 CHECK_INTERVAL_S = 1.0
+KEEP_STATES = 100  # the file keeps the newest states only: a long job checkpoints many times
 
 
 def checkpoint_dir() -> str | None:
@@ -111,6 +112,7 @@ class TrainingState:
             "latest-global-step-seen": step,
             "latest-mode-step": {m.name: s for m, s in mode_steps.items() if s >= 0},
         })
+        del self.states[:-KEEP_STATES]
         tmp = f"{self.path}.tmp{os.getpid()}"
         try:
             os.makedirs(self.directory, exist_ok=True)
