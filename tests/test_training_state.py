@@ -123,15 +123,21 @@ def test_a_bad_metadata_file_is_named_and_counting_starts_at_zero(tmp_path, chec
     assert any("metadata.json" in r.getMessage() for r in warnings_seen)
 
 
-def test_a_bad_checkpoint_config_is_named(tmp_path, monkeypatch, warnings_seen):
+@pytest.mark.parametrize("content, says", [
+    (json.dumps({"S3Uri": "s3://bucket/ckpt"}), "LocalPath"),
+    (json.dumps({"LocalPath": 5}), "LocalPath=5"),
+    ("{not json", "a readable JSON object"),
+    ("[1]", "a JSON object, got list"),
+])
+def test_a_bad_checkpoint_config_is_named(tmp_path, monkeypatch, warnings_seen, content, says):
     config = tmp_path / "checkpointconfig.json"
-    config.write_text(json.dumps({"S3Uri": "s3://bucket/ckpt"}))
+    config.write_text(content)
     monkeypatch.setenv(training_state.CHECKPOINT_CONFIG_ENV, str(config))
     hook = smd.Hook(str(tmp_path / "run"))
     hook.close()
     assert hook._training_state is None
-    assert any("LocalPath" in r.getMessage() and str(config) in r.getMessage()
-               for r in warnings_seen)
+    assert any(says in r.getMessage() and str(config) in r.getMessage()
+               and "step counters will not be kept" in r.getMessage() for r in warnings_seen)
 
 
 def test_a_checkpoint_after_the_last_step_is_recorded_at_close(tmp_path, checkpoint_dir,

@@ -162,11 +162,11 @@ def is_sagemaker_job() -> bool:
     return SAGEMAKER_JOB_ENV in os.environ
 
 
-def _tensorboard_dir_on_sagemaker() -> str | None:
-    """LocalPath of the TensorBoardOutputConfig file, or None when the job has none."""
-    path = os.environ.get(TB_CONFIG_FILE_PATH_ENV) or DEFAULT_TB_CONFIG_PATH
-    if not os.path.isfile(path):
-        return None
+def read_local_path(path: str) -> str | None:
+    """`LocalPath` of one of SageMaker's output config files (TensorBoard, checkpoints: a JSON
+    object with `LocalPath` and `S3OutputPath`/`S3Uri`); None when it names none.
+    HookConfigError names a file that cannot be read, is not a JSON object, or whose LocalPath
+    is not a string."""
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
     except (OSError, json.JSONDecodeError) as exc:
@@ -175,10 +175,18 @@ def _tensorboard_dir_on_sagemaker() -> str | None:
         raise HookConfigError(path, expected=f"a JSON object, got {type(data).__name__}")
     local = data.get("LocalPath")
     if local is None or local == "":
-        return DEFAULT_TB_DIR
+        return None
     if not isinstance(local, str):
         raise HookConfigError(path, "LocalPath", local, "a directory path string")
     return local
+
+
+def _tensorboard_dir_on_sagemaker() -> str | None:
+    """LocalPath of the TensorBoardOutputConfig file, or None when the job has none."""
+    path = os.environ.get(TB_CONFIG_FILE_PATH_ENV) or DEFAULT_TB_CONFIG_PATH
+    if not os.path.isfile(path):
+        return None
+    return read_local_path(path) or DEFAULT_TB_DIR
 
 
 # -- small parsers --------------------------------------------------------------------------

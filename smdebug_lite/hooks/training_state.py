@@ -23,6 +23,7 @@ import os
 import time
 from typing import Any
 
+from smdebug_lite.config.hook_json import HookConfigError, read_local_path
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 
@@ -38,20 +39,16 @@ KEEP_STATES = 100  # the file keeps the newest states only: a long job checkpoin
 def checkpoint_dir() -> str | None:
     """The checkpoint directory SageMaker syncs, or None when no checkpoint config exists."""
     path = os.environ.get(CHECKPOINT_CONFIG_ENV, DEFAULT_CHECKPOINT_CONFIG)
+    if not os.path.isfile(path):
+        return None
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except FileNotFoundError:
+        local = read_local_path(path)
+    except HookConfigError as e:
+        logger.warning("%s; step counters will not be kept across restarts", e)
         return None
-    except (OSError, ValueError) as e:
-        logger.warning("%s: cannot read the checkpoint config (%s); step counters will not be "
-                       "kept across restarts", path, e)
-        return None
-    local = config.get("LocalPath") if isinstance(config, dict) else None
-    if not isinstance(local, str) or not local:
-        logger.warning("%s: no \"LocalPath\" string in the checkpoint config; step counters will "
-                       "not be kept across restarts", path)
-        return None
+    if local is None:
+        logger.warning("%s: no \"LocalPath\" in the checkpoint config; step counters will not "
+                       "be kept across restarts", path)
     return local
 
 
