@@ -118,21 +118,23 @@ def test_s3_out_dir_is_staged_and_uploaded(s3_bucket, tmp_path):
     assert not list((tmp_path / "staging").rglob("*.tfevents"))  # staged copies removed
 
 
+def _submit_one_step(writer: TrialWriter, size: int) -> None:
+    sw = writer.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("a", np.zeros(size))
+    writer.submit(sw)
+
+
 def test_default_staging_dir_is_removed_after_upload_and_kept_on_failure(
         s3_bucket, s3_endpoint, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     ok = TrialWriter(f"s3://{s3_bucket}/run/staged")
-    sw = ok.new_step(0, ModeKeys.TRAIN, 0)
-    sw.add_tensor("a", np.zeros(4))
-    ok.submit(sw)
+    _submit_one_step(ok, 4)
     ok.close()
     assert not list(tmp_path.glob("smdebug-lite-staging-*"))  # nothing left behind in /tmp
 
     failed = TrialWriter("s3://no-such-bucket-for-smdebug-lite/x")
     failed.uploader.retries = 1
-    sw = failed.new_step(0, ModeKeys.TRAIN, 0)
-    sw.add_tensor("a", np.zeros(4))
-    failed.submit(sw)
+    _submit_one_step(failed, 4)
     with pytest.raises(RuntimeError, match="kept in"):
         failed.close()
     (staging,) = tmp_path.glob("smdebug-lite-staging-*")
@@ -142,9 +144,7 @@ def test_default_staging_dir_is_removed_after_upload_and_kept_on_failure(
 def test_s3_upload_failure_is_reported(tmp_path, s3_endpoint):
     w = TrialWriter("s3://no-such-bucket-for-smdebug-lite/x", staging_dir=str(tmp_path))
     w.uploader.retries = 2
-    sw = w.new_step(0, ModeKeys.TRAIN, 0)
-    sw.add_tensor("a", np.zeros(1))
-    w.submit(sw)
+    _submit_one_step(w, 1)
     with pytest.raises(RuntimeError, match="no-such-bucket"):
         w.close()
 
