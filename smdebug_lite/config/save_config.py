@@ -103,13 +103,15 @@ class StepList(list):
     schedule change, as assigning a new list does."""
 
     __slots__ = ()
-    for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
-                  "__setitem__", "__delitem__", "__iadd__", "__imul__"):
-        locals()[_name] = _bumping(_name)
-    del _name
 
     def __reduce__(self):
         return (StepList, (list(self),))
+
+
+for _name in ("append", "extend", "insert", "remove", "pop", "clear", "sort", "reverse",
+              "__setitem__", "__delitem__", "__iadd__", "__imul__"):
+    setattr(StepList, _name, _bumping(_name))
+del _name
 
 
 class SaveConfigMode:
