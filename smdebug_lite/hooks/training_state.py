@@ -26,6 +26,7 @@ from typing import Any
 from smdebug_lite.config.hook_json import HookConfigError, read_local_path
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.storage import LocalStorage
 
 logger = get_logger(__name__)
 
@@ -110,16 +111,10 @@ class TrainingState:
             "latest-mode-step": {m.name: s for m, s in mode_steps.items() if s >= 0},
         })
         del self.states[:-KEEP_STATES]
-        tmp = f"{self.path}.tmp{os.getpid()}"
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(self.states, f)
-            os.replace(tmp, self.path)
+            LocalStorage(self.directory).write_atomic(METADATA_FILE, json.dumps(self.states).encode())
         except OSError as e:
             logger.warning("cannot record the step counters in %s (%s)", self.path, e)
-        # Our own file changed the directory: the next look should not count it as a checkpoint.
-        self._signature = self._checkpoint_signature()
 
     def _load(self) -> list[dict[str, Any]]:
         try:
@@ -136,7 +131,8 @@ class TrainingState:
         return states
 
     def _checkpoint_signature(self) -> tuple:
-        """(name, size, mtime) of every checkpoint file, ours excluded."""
+        """(name, size, mtime) of every checkpoint file; ours (and its temporary files, named
+        after it) are left out, so recording a state is not taken for a new checkpoint."""
         found = []
         for root, _dirs, files in os.walk(self.directory):
             for name in files:
