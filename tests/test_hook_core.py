@@ -95,6 +95,23 @@ def test_sm_metric_scalars_go_to_sagemaker_metrics_on_a_training_job(tmp_path, m
     assert "scalar/accuracy" in index_names(tmp_path / "out", 3)[1]  # still saved with the tensors
 
 
+def test_an_unwritable_metrics_directory_is_reported_once_and_saving_goes_on(
+        tmp_path, monkeypatch, caplog):
+    not_a_dir = tmp_path / "metrics"
+    not_a_dir.write_text("a file where the directory should be")
+    monkeypatch.setenv("TRAINING_JOB_NAME", "job")
+    monkeypatch.setenv("SAGEMAKER_METRICS_DIRECTORY", str(not_a_dir))
+    hook = HookCore(str(tmp_path / "out"), save_config=SaveConfig(save_interval=1))
+    for _ in range(3):
+        hook.start_step()
+        hook.save_scalar("accuracy", 0.5, sm_metric=True)
+    hook.close()
+    assert not hook.disabled
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and str(not_a_dir) in errors[0], errors
+    assert "scalar/accuracy" in index_names(tmp_path / "out", 2)[1]
+
+
 def test_sm_metric_writes_nothing_off_sagemaker(tmp_path, monkeypatch):
     monkeypatch.delenv("TRAINING_JOB_NAME", raising=False)
     monkeypatch.setenv("SAGEMAKER_METRICS_DIRECTORY", str(tmp_path / "metrics"))

@@ -53,8 +53,8 @@ class SageMakerMetrics:
         except (TypeError, ValueError):
             if name not in self._skipped:
                 self._skipped.add(name)
-                logger.warning("save_scalar(%r, sm_metric=True): %r is not a number; it is saved "
-                               "but not sent to SageMaker Metrics", name, value)
+                logger.warning("metric %s: %r is not a number; it is saved but not sent to "
+                               "SageMaker Metrics", name, value)
             return
         if not math.isfinite(number):
             return  # SageMaker Metrics takes finite numbers only
@@ -69,7 +69,7 @@ class SageMakerMetrics:
             self._file.flush()
         except OSError as e:
             self._failed = True
-            logger.error("smdebug-lite cannot write SageMaker metrics to %s (%s); scalars are "
+            logger.error("smdebug-lite cannot write SageMaker metrics to %s (%s); values are "
                          "still saved with the tensors, but no longer sent as metrics", self.path, e)
 
     def close(self) -> None:
