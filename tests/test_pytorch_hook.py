@@ -623,7 +623,52 @@ def test_host_buffer_pool_keeps_what_a_step_takes():
     pool.end_step()
     pool.give_back(taken)
     again = [pool.take(like) for _ in range(6)]
-    assert {id(t) for t in again} == {id(t) for t in taken}
+    # The same buffers, taken in the same order: each tensor lands where it did last step (the
+    # writer process then already knows where every snapshot lives).
+    assert [id(t) for t in again] == [id(t) for t in taken]
+
+
+def test_snapshots_reuse_their_shared_memory_and_steps_go_over_in_short(tmp_path):
+    """Every saved step after the first reuses the same shared-memory buffers, and is handed
+    over as "again" (names and places known); the values written are still each step's own."""
+    model = nn.Sequential(nn.Linear(4, 3))
+    hook = smd.Hook(out_dir=str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=2),
+                    include_collections=["weights", "gradients"])
+    hook.register_module(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    expected = {}
+    sent = []
+    channel = None
+    try:
+        for step in range(12):
+            # Steps 0 and 2 are snapshot in private memory (the writer process is not known
+            # before the first step is handed over), step 4 is the first in shared memory and is
+            # sent in full; from step 6 on, only "again".
+            if step == 6:
+                if not hasattr(hook._writer, "proc"):
+                    pytest.skip("no writer process on this platform")
+                channel = hook._writer.proc.channel
+                channel.send = lambda msg, fds=(), send=channel.send: (sent.append(msg[0]), send(msg, fds))[1]
+            opt.zero_grad()
+            if step % 2 == 0:
+                expected[step] = model[0].weight.detach().clone().numpy()
+            model(torch.randn(2, 4)).sum().backward()
+            if step % 2 == 0:
+                expected[("grad", step)] = model[0].weight.grad.clone().numpy()
+            opt.step()
+            if step % 2 == 1:  # the saved step before was handed over: let it be written
+                hook._writer.flush()
+        hook.close()
+    finally:
+        if channel is not None:
+            del channel.send  # the writer process outlives this test
+    steps_sent = [kind for kind in sent if kind in ("step", "again")]
+    assert steps_sent and set(steps_sent) == {"again"}  # handed over in short
+    out = read_out_dir(tmp_path / "run")
+    for step in range(0, 12, 2):
+        t = out[("worker_0", step)].tensors
+        np.testing.assert_array_equal(t["Sequential_0.weight"], expected[step])
+        np.testing.assert_array_equal(t["gradient/Sequential_0.weight"], expected[("grad", step)])
 
 
 def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):

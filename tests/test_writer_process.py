@@ -295,3 +295,34 @@ def test_s3_environment_set_after_the_process_started_is_used(s3_bucket, tmp_pat
     trial = create_trial(uri)
     assert trial.steps() == [0, 1]
     assert np.array_equal(trial.tensor("big").value(1), _tensors(1)["big"])
+
+
+def test_a_step_in_the_same_shared_buffers_is_sent_in_short(tmp_path):
+    """Arrays already in shared memory are read in place; a step that reuses the last step's
+    arrays under the same names goes over as "again" and is written with its new values."""
+    proc = wp.writer_process()
+    w = proc.open_writer(str(tmp_path), "worker_0")
+    a = proc.shared_array(np.dtype(np.float32), (100, 10))
+    b = proc.shared_array(np.dtype(np.int64), (3,))
+    sent = []
+    w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
+    for step in range(3):
+        a[...] = step
+        b[...] = [step, step + 1, step + 2]
+        sw = w.new_step(step, ModeKeys.TRAIN, step)
+        sw.add_tensor("a", a)
+        sw.add_tensor("b", b)
+        w.submit(sw)
+        w.flush()  # written before the next step overwrites the buffers
+    sw = w.new_step(3, ModeKeys.TRAIN, 3)
+    sw.add_tensor("b", b)  # other names: sent in full
+    w.submit(sw)
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    w.close()
+    assert [k for k in sent if k in ("step", "again")] == ["step", "again", "again", "step"]
+    assert not proc._in_flight  # acknowledged through the shared board
+    trial = create_trial(str(tmp_path))
+    for step in range(3):
+        assert np.array_equal(trial.tensor("a").value(step), np.full((100, 10), step, np.float32))
+        assert trial.tensor("b").value(step).tolist() == [step, step + 1, step + 2]
+    assert trial.tensor("b").value(3).tolist() == [2, 3, 4]

@@ -339,6 +339,26 @@ class HookCore:
             self.mode_steps[ModeKeys.GLOBAL] = self.step
         self._begin()
 
+    def _start_quiet_step(self) -> bool:
+        """Start the next step in one go when it cannot save anything: nothing of the step
+        before is pending, and the mode's quiet window (see `_select_saving`) covers it. False
+        (and nothing changed) otherwise; `start_step` then does the full work."""
+        if (self._step_writer is not None or self._saving or self._pending_scalars
+                or self._training_state is not None):
+            return False
+        mode = self.mode
+        quiet = self._quiet.get(mode)
+        if quiet is None:
+            return False
+        mode_step = self.mode_steps.get(mode, -1) + 1
+        if not quiet[1] < mode_step < quiet[2] or quiet[0] != schedule_generation():
+            return False
+        self.step += 1
+        self.mode_steps[mode] = mode_step
+        if mode is not ModeKeys.GLOBAL:
+            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        return True
+
     def set_step(self, step: int, mode=None) -> None:
         """Frameworks that know their own step (XGBoost iterations) set it directly."""
         self.end_step()
@@ -357,9 +377,12 @@ class HookCore:
         mode = self.mode
         mode_step = self.mode_steps.get(mode, -1)
         quiet = self._quiet.get(mode)
-        if (quiet is not None and quiet[1] < mode_step < quiet[2] and not self._saving
+        if (quiet is not None and quiet[1] < mode_step < quiet[2]
                 and not self._pending_scalars and quiet[0] == schedule_generation()):
-            return  # nothing saves this step, as on the step before
+            if self._saving:  # the step before saved; this one is the first quiet step
+                self._saving = []
+                self._set_saving_ids()
+            return  # nothing saves this step
         self._select_saving(mode, mode_step)
         if self._saving and self.writes:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
@@ -379,9 +402,8 @@ class HookCore:
         if saving or self._saving:  # most steps save nothing, like the step before
             self._saving = saving
             self._set_saving_ids()
-        if saving:
-            self._quiet.pop(mode, None)  # the next step checks again anyway
-            return
+        # Until the next step at which an included collection saves, `_begin` skips this check
+        # (the step after a saving step included).
         following = [c.save_config.get_save_config(mode).next_save_step(mode_step + 1)
                      for c in candidates]
         self._quiet[mode] = (generation, mode_step,

@@ -74,41 +74,56 @@ def host_copy(t: torch.Tensor) -> np.ndarray:
     return _copy_plain(_plain(t))
 
 
+Buffer = tuple[tuple, torch.Tensor, np.ndarray]  # (pool key, host tensor, numpy view of it)
+
+
 class HostBuffers:
-    """Host tensors that raw snapshots are copied into, reused once the writer has written them.
+    """Host buffers that raw snapshots are copied into, reused once the writer has written them.
 
     A fresh host allocation per saved tensor costs more than the copy: large blocks come from
     the OS as untouched pages, and each page faults on first write. Buffers taken for a step
-    come back through `give_back` (the writer thread calls it after writing the step); a buffer
+    come back through `give_back` (called once the writer has written the step); a buffer
     never given back (dry run, a failed writer) is simply freed. The pool keeps, per shape and
     dtype, twice what one step took (a step being written while the next one captures), so a
     model with many layers of one shape never reallocates. CUDA tensors are copied into
     page-locked buffers, which the device copies into faster.
 
-    With a writer process, `writer_process` is set and CPU snapshots are taken from its shared memory
-    instead: the writer process reads them in place, and the space is recycled once they are
-    written and dropped, so those buffers are not pooled here.
+    With a writer process (`writer_process` set), CPU snapshots are taken in its shared memory
+    instead, and pooled the same way: the writer process reads them in place, and a pooled
+    buffer's place in shared memory is known, so handing a step over costs no copy and no lookup.
+
+    A buffer is made once as (pool key, tensor, numpy view of it): the numpy array is what the
+    writer gets.
     """
 
     def __init__(self) -> None:
         self.writer_process = None  # a WriterProcess: CPU snapshots go to its shared memory
-        self._free: dict[tuple, list[torch.Tensor]] = {}
+        self._free: dict[tuple, list[Buffer]] = {}
         self._keep: dict[tuple, int] = {}  # how many free buffers of a key are worth keeping
         self._step_counts: dict[tuple, int] = {}  # buffers of each key taken this step
         self._lock = threading.Lock()
 
-    def take(self, like: torch.Tensor) -> torch.Tensor:
+    def take(self, like: torch.Tensor) -> Buffer:
         pinned = like.is_cuda
-        key = (like.shape, like.dtype, pinned)
-        if self.writer_process is not None and not pinned:
-            return torch.from_numpy(self.writer_process.shared_array(_NUMPY_DTYPES[like.dtype], key[0]))
+        proc = self.writer_process
+        shared = proc is not None and not pinned
+        key = (like.shape, like.dtype, pinned, proc if shared else None)
         counts = self._step_counts
         counts[key] = counts.get(key, 0) + 1
         with self._lock:
             free = self._free.get(key)
             if free:
                 return free.pop()
-        return torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
+        if shared and proc.poll():  # steps written since the last look give their buffers back
+            with self._lock:
+                free = self._free.get(key)
+                if free:
+                    return free.pop()
+        if shared:
+            arr = proc.shared_array(_NUMPY_DTYPES[like.dtype], key[0])
+            return key, torch.from_numpy(arr), arr
+        buf = torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
+        return key, buf, buf.numpy()
 
     def end_step(self) -> None:
         """A step's captures are done: grow what the pool keeps to twice that step's use."""
@@ -120,15 +135,14 @@ class HostBuffers:
                         keep[key] = 2 * n
             self._step_counts = {}
 
-    def give_back(self, buffers: Sequence[torch.Tensor]) -> None:
-        if self.writer_process is not None:
-            return  # shared-memory snapshots are recycled by the arena once dropped
+    def give_back(self, buffers: Sequence[Buffer]) -> None:
         with self._lock:
-            for b in buffers:
-                key = (b.shape, b.dtype, b.is_pinned())
-                free = self._free.setdefault(key, [])
-                if len(free) < self._keep.get(key, 0):
-                    free.append(b)
+            # Reversed, so that the next step pops them in the order this one took them: each
+            # tensor lands in the same buffer as before (the writer process knows its place).
+            for entry in reversed(buffers):
+                free = self._free.setdefault(entry[0], [])
+                if len(free) < self._keep.get(entry[0], 0):
+                    free.append(entry)
 
 
 @dataclass(slots=True)
@@ -148,7 +162,7 @@ class StepBuffer:
         self._items: list[_Captured] = []
         self._replaceable: dict[str, int] = {}
         self.buffers = HostBuffers()
-        self._taken: list[torch.Tensor] = []
+        self._taken: list[Buffer] = []
 
     def __len__(self) -> int:
         return len(self._items)
@@ -182,12 +196,12 @@ class StepBuffer:
         return self._pooled_copy(t)
 
     def _pooled_copy(self, t: torch.Tensor) -> np.ndarray:
-        buf = self.buffers.take(t)
-        buf.copy_(t)
-        self._taken.append(buf)
-        return buf.numpy()
+        entry = self.buffers.take(t)
+        entry[1].copy_(t)
+        self._taken.append(entry)
+        return entry[2]
 
-    def take_buffers(self) -> list[torch.Tensor]:
+    def take_buffers(self) -> list[Buffer]:
         """The host buffers this step's snapshots live in (for `HostBuffers.give_back` once they
         are written)."""
         taken, self._taken = self._taken, []

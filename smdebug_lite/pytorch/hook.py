@@ -42,7 +42,33 @@ OUTPUT_SUFFIX = "_output_"
 # A module gets a forward hook when a collection matches one of its first few input/output names.
 _IO_INDEX_PROBE = 16
 
-_no_compile = getattr(getattr(torch, "compiler", None), "disable", None) or (lambda f: f)
+
+
+def _skip_in_compiled_code() -> bool:
+    """torch.compile must run this package's hooks as they are (they count steps and copy
+    tensors), never trace them into a graph. Putting the package on dynamo's skip list does
+    that for every hook at once; wrapping each hook in ``torch.compiler.disable`` does it too,
+    but costs about a microsecond per call, on every forward pass. True when the skip list took
+    the package (a private torch API, so any failure falls back to the wrappers)."""
+    try:
+        from torch._dynamo import trace_rules
+
+        trace_rules.add(__name__.split(".")[0])
+        return True
+    except Exception:
+        return False
+
+
+_skipped_by_compile: bool | None = None  # decided at the first registration (imports dynamo)
+
+
+def _no_compile(fn):
+    """`fn` as torch.compile must see it: skipped, never traced."""
+    global _skipped_by_compile
+    if _skipped_by_compile is None:
+        _skipped_by_compile = _skip_in_compiled_code()
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return fn if _skipped_by_compile or disable is None else disable(fn)
 
 
 @dataclass(slots=True)
@@ -95,7 +121,8 @@ class Hook(HookCore):
         self._root_by_module: dict[int, _Root] = {}
         self._loss_handles: dict[int, RemovableHandle] = {}
         self._io_handles: dict[int, RemovableHandle] = {}
-        self._grad_handles: dict[int, RemovableHandle] = {}
+        self._grad_handles: dict[int, RemovableHandle] = {}  # registered once per parameter
+        self._grad_attached: frozenset[int] = frozenset()  # whose callback is in its hook dict
         # Parameters whose gradients an included collection matches: (id, name, parameter,
         # callback), and which of them each set of saving collections wants hooked.
         self._grad_params: list[tuple[int, str, nn.Parameter, Any]] = []
@@ -232,22 +259,37 @@ class Hook(HookCore):
     def _sync_grad_hooks(self) -> None:
         """Attach gradient hooks for the parameters this step saves a gradient of; detach the
         others. Steps that save no gradient thus pay nothing in the backward pass, and a run
-        saving every step keeps its hooks attached."""
-        handles = self._grad_handles
+        saving every step keeps its hooks attached.
+
+        Each parameter's hook is registered once (its `RemovableHandle` is kept); after that,
+        attaching and detaching only put the callback in and out of the parameter's hook dict,
+        which costs far less than registering anew at every saved step."""
         saving = self._saving_ids if self._capturing else frozenset()
         wanted = self._grad_wanted.get(saving)
         if wanted is None:
             wanted = self._grad_wanted[saving] = frozenset(
                 pid for pid, grad_name, _, _ in self._grad_params
                 if saving and any(id(c) in saving for c in self._matching(grad_name)))
-        if wanted == handles.keys():
+        attached = self._grad_attached
+        if wanted == attached:
             return
+        handles = self._grad_handles
         for pid, _, p, callback in self._grad_params:
             if pid in wanted:
-                if pid not in handles:
+                if pid in attached:
+                    continue
+                handle = handles.get(pid)
+                if handle is None:
                     handles[pid] = p.register_post_accumulate_grad_hook(callback)
-            elif pid in handles:
-                handles.pop(pid).remove()
+                else:
+                    hooks = handle.hooks_dict_ref()
+                    if hooks is not None:
+                        hooks[handle.id] = callback
+            elif pid in attached:
+                hooks = handles[pid].hooks_dict_ref()
+                if hooks is not None:
+                    hooks.pop(handles[pid].id, None)
+        self._grad_attached = wanted
 
     @property
     def handles(self) -> list[RemovableHandle]:
@@ -265,6 +307,7 @@ class Hook(HookCore):
         self._loss_handles.clear()
         self._io_handles.clear()
         self._grad_handles.clear()
+        self._grad_attached = frozenset()
         self._grad_params.clear()
         self._grad_wanted.clear()
         self._root_by_module.clear()
@@ -276,6 +319,8 @@ class Hook(HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if self.disabled or self._closed:
             return
+        if not (self._capturing or self._grad_attached or self._io_counts) and self._start_quiet_step():
+            return  # most steps: nothing to finish, nothing to save
         try:  # what `failsafe` does, without a context manager on every forward pass
             self.start_step()
             if self._capturing:
@@ -300,12 +345,16 @@ class Hook(HookCore):
         def on_grad_accumulated(param: torch.Tensor) -> None:
             if not self._capturing:
                 return
-            with self.failsafe("gradient hook"):
-                if param.grad is not None:
+            try:  # what `failsafe` does, without a context manager in every backward pass
+                grad = param.grad
+                if grad is not None:
                     plan = self.plan(grad_name)
                     if plan is not None:
                         # Several backward passes in one step: the accumulated gradient wins.
-                        self._capture(plan, param.grad, replace=True)
+                        self._capture(plan, grad, replace=True)
+            except Exception as e:
+                with self.failsafe("gradient hook"):
+                    raise e
 
         return on_grad_accumulated
 
@@ -354,7 +403,7 @@ class Hook(HookCore):
             self._io_counts.clear()
         super().start_step()
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
-        if self._grad_params and (self._capturing or self._grad_handles):
+        if self._grad_params and (self._capturing or self._grad_attached):
             self._sync_grad_hooks()
 
     def end_step(self) -> None:

@@ -77,7 +77,11 @@ class Arena:
         self._live = 0  # main-segment regions handed out and not yet released
         self._own: dict[int, Segment] = {}  # segments of single arrays that did not fit
         self._released: collections.deque[_Region] = collections.deque()  # from _on_dead
-        self._regions: dict[int, tuple] = {}  # id(weakref to an array) -> (weakref, region)
+        self._regions: dict[int, tuple] = {}  # id(weakref to an array) -> (weakref, region, id(array))
+        # id(array) -> (segment id, offset) of every array `array()` handed out and still alive:
+        # `locate` finds those without reading the array's address (entries leave at its death,
+        # before the id can be reused).
+        self._homes: dict[int, tuple[int, int]] = {}
         self._lock = threading.Lock()
 
     @property
@@ -107,16 +111,21 @@ class Arena:
         arr = np.ndarray(shape, dtype, region.seg.mm, region.offset)
         # The region is free again once `arr` and every view of it are gone.
         ref = weakref.ref(arr, self._on_dead)
-        self._regions[id(ref)] = (ref, region)
+        self._regions[id(ref)] = (ref, region, id(arr))
+        self._homes[id(arr)] = (region.seg.id, region.offset)
         return arr
 
     def _on_dead(self, ref: weakref.ref) -> None:
         entry = self._regions.pop(id(ref), None)
         if entry is not None:
+            self._homes.pop(entry[2], None)
             self._released.append(entry[1])
 
     def locate(self, arr: np.ndarray) -> tuple[int, int] | None:
         """(segment id, offset) of a C-contiguous array that lives in one of our segments."""
+        home = self._homes.get(id(arr))
+        if home is not None and arr.nbytes:
+            return home
         if not arr.flags.c_contiguous or not arr.nbytes:
             return None
         ptr = arr.__array_interface__["data"][0]
@@ -191,6 +200,53 @@ class Arena:
             elif self._own.pop(seg.id, None) is not None:
                 seg.mm = None  # unmapped once the last view is gone
                 self._drop(seg.id)
+
+
+class AckBoard:
+    """One shared page on which the writer process posts progress: the token of the last step it
+    wrote, and how many error messages it has sent on the socket. The training process reads it
+    instead of receiving an acknowledgement per step: on a VM, reading a socket that another CPU
+    wrote costs tens of microseconds, a shared integer nothing."""
+
+    size = mmap.PAGESIZE
+    _DONE, _ERRORS = 0, 1
+
+    def __init__(self, fd: int, size: int, owner: bool) -> None:
+        self.fd = fd
+        self.mm = mmap.mmap(fd, size)
+        self._slots = memoryview(self.mm).cast("q")
+        if owner:
+            self._slots[self._DONE] = -1
+
+    @classmethod
+    def create(cls) -> AckBoard:
+        fd = os.memfd_create("smdebug-lite-acks", os.MFD_CLOEXEC)
+        os.ftruncate(fd, cls.size)
+        return cls(fd, cls.size, owner=True)
+
+    @classmethod
+    def attach(cls, fd: int, size: int) -> AckBoard:
+        try:
+            return cls(fd, size, owner=False)
+        finally:
+            os.close(fd)
+
+    def close_fd(self) -> None:
+        os.close(self.fd)
+
+    @property
+    def done(self) -> int:
+        return self._slots[self._DONE]
+
+    @property
+    def errors(self) -> int:
+        return self._slots[self._ERRORS]
+
+    def post_done(self, token: int) -> None:
+        self._slots[self._DONE] = token
+
+    def count_error(self) -> None:
+        self._slots[self._ERRORS] += 1
 
 
 class SegmentMaps:

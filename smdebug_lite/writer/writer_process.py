@@ -21,6 +21,7 @@ submits, allocates or flushes.
 from __future__ import annotations
 
 import itertools
+import operator
 import os
 import socket
 import subprocess
@@ -32,14 +33,15 @@ import numpy as np
 
 from smdebug_lite.logger import get_logger
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
-from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
+from smdebug_lite.writer.shared_arena import AckBoard, Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import DEFAULT_MAX_PENDING_BYTES, TrialWriter, on_sagemaker
 from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
 
-INLINE_BYTES = 4096  # arrays up to this size travel inside the message
+INLINE_BYTES = 4096  # arrays up to this size (not already in shared memory) travel inside the message
+ACK_WAIT_S = 0.0005  # how often a full arena looks at the ack board while it waits
 WRITER_CHOICES = ("process", "thread")
 
 
@@ -108,6 +110,13 @@ class WriterProcess:
             code = self.popen.wait()
             raise WriterProcessError(f"the writer process did not start (exit code {code}; its "
                                      f"errors are above) within {start_timeout:.0f}s")
+        self.board = AckBoard.create()
+        self._acked = -1  # the last step token whose acknowledgement was handled
+        self._errors_seen = 0
+        try:
+            self.send(("board", self.board.size), fds=(self.board.fd,), poll=False)
+        finally:
+            self.board.close_fd()
 
     # -- messages --------------------------------------------------------------------------
 
@@ -124,16 +133,38 @@ class WriterProcess:
                 raise WriterProcessError(self.dead) from None
 
     def poll(self, timeout: float = 0) -> bool:
-        """Handle the replies that have arrived, waiting up to `timeout` for the first. One
-        read: replies that arrive later are handled on a later call."""
+        """Handle the steps written since the last call (read from the ack board, no system
+        call) and, when an error was posted or `timeout` asks to wait for a reply, the messages
+        on the socket (waiting up to `timeout` for the first)."""
         with self.lock:
             if self.dead:
                 return False
-            got = False
-            for msg in self._recv_all(timeout):
-                got = True
-                self._handle(msg)
+            got = self._take_acks()
+            errors = self.board.errors
+            if timeout or errors != self._errors_seen:
+                # (an error message is sent before the board counts it: it is there to read)
+                for msg in self._recv_all(timeout):
+                    got = True
+                    self._handle(msg)
+                self._errors_seen = errors
             return got
+
+    def _take_acks(self) -> bool:
+        """Steps are written in the order sent: every token up to the board's is done."""
+        done = self.board.done
+        if done == self._acked:
+            return False
+        self._acked = done
+        in_flight = self._in_flight
+        while in_flight:
+            token = next(iter(in_flight))
+            if token > done:
+                break
+            sw, _keep = in_flight.pop(token)
+            if sw.on_written is not None:
+                sw.on_written()
+            # dropping `_keep` frees the step's shared memory
+        return True
 
     def wait_reply(self, token: int, timeout: float) -> tuple:
         deadline = time.monotonic() + timeout
@@ -156,12 +187,7 @@ class WriterProcess:
 
     def _handle(self, msg: tuple) -> None:
         kind = msg[0]
-        if kind == "done":
-            entry = self._in_flight.pop(msg[1], None)
-            if entry is not None and entry[0].on_written is not None:
-                entry[0].on_written()
-            # dropping `entry` frees the step's shared memory
-        elif kind == "error":
+        if kind == "error":
             w = self._writers.get(msg[1])
             if w is not None and w.error is None:
                 w.error = WriterProcessError(msg[2])
@@ -203,8 +229,11 @@ class WriterProcess:
             if not self._in_flight or self.dead:
                 return False
             start = time.perf_counter()
-            while not self.poll(1.0) and self._in_flight and not self.dead:
-                pass
+            while not self.poll() and self._in_flight and not self.dead:
+                if self.popen.poll() is not None:
+                    self._died()
+                    break
+                time.sleep(ACK_WAIT_S)
             waited = time.perf_counter() - start
         self.waits.add(waited)
         return True
@@ -212,18 +241,19 @@ class WriterProcess:
     def describe(self, value, keep: list) -> tuple:
         """How the writer process finds an array: in shared memory, or inside the message."""
         arr = value if isinstance(value, np.ndarray) else np.asarray(value)
-        if arr.dtype.kind in "OUS":  # strings: pickled with the message
-            return ("object", arr)
         dtype = arr.dtype
+        if dtype.kind in "OUS":  # strings: pickled with the message
+            return ("object", arr)
         dt = dtype.str if dtype.isbuiltin == 1 else dtype  # (a string pickles fastest; 2: ml_dtypes)
+        loc = self.arena.locate(arr)  # (first: snapshots in shared memory stay there, any size)
+        if loc is not None:
+            return ("shm", loc[0], loc[1], dt, arr.shape)
         if arr.nbytes <= INLINE_BYTES:
             return ("inline", arr.tobytes(), dt, arr.shape)
-        loc = self.arena.locate(arr)
-        if loc is None:
-            shared = self.shared_array(dtype, arr.shape)
-            np.copyto(shared, arr, casting="no")
-            keep.append(shared)
-            loc = self.arena.locate(shared)
+        shared = self.shared_array(dtype, arr.shape)
+        np.copyto(shared, arr, casting="no")
+        keep.append(shared)
+        loc = self.arena.locate(shared)
         return ("shm", loc[0], loc[1], dt, arr.shape)
 
     # -- writers ---------------------------------------------------------------------------
@@ -259,6 +289,10 @@ class ProcessTrialWriter:
         self.worker = worker
         self.error: BaseException | None = None
         self._closed = False
+        # The last step sent in full: (its arrays, its tensor names). A step made of the same
+        # arrays (pooled snapshots reused) under the same names is sent as "again": the writer
+        # process already knows where each one lives.
+        self._template: tuple[list, list[str]] | None = None
 
     @property
     def total_wait_s(self) -> float:
@@ -271,14 +305,25 @@ class ProcessTrialWriter:
         if not len(sw):
             return
         self._raise_if_failed()
+        entries = sw._tensors
+        values = [value for _, value, _ in entries]
+        names = [name for name, _, _ in entries]
         keep: list = []
-        describe = self.proc.describe
-        tensors = [(name, describe(value, keep), wall) for name, value, wall in sw._tensors]
-        shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
+        template = self._template
+        if (template is not None and not sw._shapes and names == template[1]
+                and len(values) == len(template[0]) and all(map(operator.is_, values, template[0]))):
+            msg = ("again", self.wid, None, sw.step, sw.mode.name, sw.mode_step,
+                   [wall for _, _, wall in entries])
+        else:
+            describe = self.proc.describe
+            tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
+            shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
+            in_place = not shapes and all(t[1][0] == "shm" for t in tensors) and not keep
+            self._template = (values, names) if in_place else None
+            msg = ("step", self.wid, None, sw.step, sw.mode.name, sw.mode_step, tensors, shapes)
         with self.proc.lock:
             token = self.proc.track(sw, keep)
-            self._send(("step", self.wid, token, sw.step, sw.mode.name, sw.mode_step, tensors, shapes),
-                       poll=False)  # (_raise_if_failed just read the replies)
+            self._send(msg[:2] + (token,) + msg[3:], poll=False)  # (_raise_if_failed read the board)
 
     def write_collections(self, json_text: str) -> None:
         self._send(("collections", self.wid, json_text))
@@ -293,6 +338,7 @@ class ProcessTrialWriter:
         if self._closed:
             return
         self._closed = True
+        self._template = None
         if mark_training_end is None:
             mark_training_end = not on_sagemaker()
         self._ask("close", timeout=3600, extra=(bool(mark_training_end),))

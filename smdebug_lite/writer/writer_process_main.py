@@ -13,15 +13,24 @@ import os
 import signal
 import socket
 import sys
+import time
 import traceback
 
 import numpy as np
 
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
-from smdebug_lite.writer.shared_arena import SegmentMaps
+from smdebug_lite.writer.shared_arena import AckBoard, SegmentMaps
 from smdebug_lite.writer.step_files import StepFiles
 from smdebug_lite.writer.step_writer import StepWriter
+
+# While steps keep coming, the loop sleeps between non-blocking reads instead of blocking on the
+# socket. A process blocked on the socket is woken by every message the trainer sends and by
+# every reply the trainer reads (the socket's wait queue), and on a VM each such wake-up costs
+# the trainer tens of microseconds in the system call; a sleeping poller costs it nothing.
+# After a quiet spell the loop blocks again, so an idle writer process does not wake up at all.
+POLL_INTERVAL_S = 0.001
+POLL_WHILE_ACTIVE_S = 2.0
 
 
 def _describe_error(e: BaseException) -> str:
@@ -35,6 +44,8 @@ class WriterLoop:
         self.files: dict[int, StepFiles] = {}
         self.failed: dict[int, str] = {}
         self.parent_gone = False
+        self.board: AckBoard | None = None
+        self.last_tensors: dict[int, list] = {}  # per writer: the last step sent in full
 
     def reply(self, msg: tuple) -> None:
         """Answer the training process; once it is gone, keep writing what it sent."""
@@ -46,17 +57,24 @@ class WriterLoop:
 
     def run(self) -> None:
         self.reply(("ready", os.getpid()))
+        last_message = time.monotonic()
         while True:
             try:
-                msg = self.channel.recv()
+                if time.monotonic() - last_message < POLL_WHILE_ACTIVE_S:
+                    msgs = self.channel.recv_available(0)
+                    if not msgs:
+                        time.sleep(POLL_INTERVAL_S)
+                        continue
+                else:
+                    msgs = [self.channel.recv()]
             except ChannelClosed:
                 break
-            if msg is None:
-                continue
-            try:
-                getattr(self, "on_" + msg[0])(*msg[1:])
-            except Exception:  # a bug here must not stop the writing of later steps
-                traceback.print_exc()
+            last_message = time.monotonic()
+            for msg in msgs:
+                try:
+                    getattr(self, "on_" + msg[0])(*msg[1:])
+                except Exception:  # a bug here must not stop the writing of later steps
+                    traceback.print_exc()
         for files in self.files.values():  # the training process is gone: finish uploads only
             try:
                 files.finish(mark_training_end=False)
@@ -64,6 +82,9 @@ class WriterLoop:
                 traceback.print_exc()
 
     # -- messages --------------------------------------------------------------------------
+
+    def on_board(self, size: int) -> None:
+        self.board = AckBoard.attach(self.channel.take_fd(), size)
 
     def on_segment(self, seg_id: int, size: int) -> None:
         self.maps.add(seg_id, self.channel.take_fd(), size)
@@ -80,8 +101,16 @@ class WriterLoop:
         except Exception as e:
             self._fail(wid, e)
 
+    def on_again(self, wid: int, token: int, step: int, mode: str, mode_step: int,
+                 walls: list[float]) -> None:
+        """A step whose tensors lie where those of the last full step did, under the same names."""
+        last = self.last_tensors.get(wid, [])
+        tensors = [(name, where, wall) for (name, where, _), wall in zip(last, walls, strict=True)]
+        self.on_step(wid, token, step, mode, mode_step, tensors, [])
+
     def on_step(self, wid: int, token: int, step: int, mode: str, mode_step: int,
                 tensors: list, shapes: list) -> None:
+        self.last_tensors[wid] = tensors
         if wid in self.files and wid not in self.failed:
             try:
                 sw = StepWriter(step, self.files[wid].worker, ModeKeys[mode], mode_step)
@@ -94,7 +123,7 @@ class WriterLoop:
                 self._check_uploads(wid)
             except Exception as e:
                 self._fail(wid, e)
-        self.reply(("done", token))
+        self.board.post_done(token)
 
     def on_collections(self, wid: int, json_text: str) -> None:
         if wid in self.files and wid not in self.failed:
@@ -111,6 +140,7 @@ class WriterLoop:
         self.reply(("flushed", token, self.failed.get(wid)))
 
     def on_close(self, wid: int, token: int, mark_training_end: bool) -> None:
+        self.last_tensors.pop(wid, None)
         files = self.files.pop(wid, None)
         if files is not None:
             try:
@@ -141,6 +171,8 @@ class WriterLoop:
         if wid not in self.failed:
             self.failed[wid] = _describe_error(e)
             self.reply(("error", wid, self.failed[wid]))
+            if self.board is not None:
+                self.board.count_error()  # after the message: the trainer reads it when it sees this
 
 
 def main(argv: list[str]) -> int:
