@@ -130,6 +130,9 @@ class Hook(HookCore):
         self._buffer = StepBuffer()
         self._io_counts: dict[str, int] = {}
         self._capturing = False
+        # handle id -> (handle, callback) of every forward hook, and whether they are attached
+        self._fwd_callbacks: dict[int, tuple[RemovableHandle, Any]] = {}
+        self._fwd_on = True
         super().__init__(
             out_dir,
             export_tensorboard=export_tensorboard,
@@ -233,9 +236,32 @@ class Hook(HookCore):
             if id(loss_module) in self._loss_handles:
                 return
             name = loss_module._get_name()
-            self._loss_handles[id(loss_module)] = loss_module.register_forward_hook(
-                _no_compile(functools.partial(self._forward_io_hook, name))
-            )
+            self._loss_handles[id(loss_module)] = self._add_forward_hook(loss_module, name)
+
+    def _add_forward_hook(self, module: nn.Module, name: str) -> RemovableHandle:
+        callback = _no_compile(functools.partial(self._forward_io_hook, name))
+        handle = module.register_forward_hook(callback)
+        self._fwd_callbacks[handle.id] = (handle, callback)
+        if not self._fwd_on:
+            self._put_forward_hook(handle, callback, False)
+        return handle
+
+    @staticmethod
+    def _put_forward_hook(handle: RemovableHandle, callback: Any, on: bool) -> None:
+        hooks = handle.hooks_dict_ref()
+        if hooks is not None:
+            if on:
+                hooks[handle.id] = callback
+            else:
+                hooks.pop(handle.id, None)
+
+    def _set_forward_hooks(self, on: bool) -> None:
+        """Forward hooks (losses, module inputs/outputs) are in their modules' hook dicts only
+        while a step captures: on other steps those modules run torch's hook-free fast path.
+        Registered once; attaching and detaching only move the callback in and out."""
+        for handle, callback in self._fwd_callbacks.values():
+            self._put_forward_hook(handle, callback, on)
+        self._fwd_on = on
 
     def _sync_hooks(self) -> None:
         """Attach forward hooks to the modules, and gradient hooks to the parameters, that some
@@ -243,9 +269,7 @@ class Hook(HookCore):
         for root in self._roots:
             for name, m in root.modules:
                 if id(m) not in self._io_handles and id(m) not in self._loss_handles and self._io_wanted(name):
-                    self._io_handles[id(m)] = m.register_forward_hook(
-                        _no_compile(functools.partial(self._forward_io_hook, name))
-                    )
+                    self._io_handles[id(m)] = self._add_forward_hook(m, name)
         known = {entry[0] for entry in self._grad_params}
         for root in self._roots:
             for tname, p in root.params:
@@ -306,6 +330,7 @@ class Hook(HookCore):
             r.handles.clear()
         self._loss_handles.clear()
         self._io_handles.clear()
+        self._fwd_callbacks.clear()
         self._grad_handles.clear()
         self._grad_attached = frozenset()
         self._grad_params.clear()
@@ -319,7 +344,8 @@ class Hook(HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if self.disabled or self._closed:
             return
-        if not (self._capturing or self._grad_attached or self._io_counts) and self._start_quiet_step():
+        if (not (self._capturing or self._grad_attached or self._io_counts or self._fwd_on)
+                and self._start_quiet_step()):
             return  # most steps: nothing to finish, nothing to save
         try:  # what `failsafe` does, without a context manager on every forward pass
             self.start_step()
@@ -405,6 +431,8 @@ class Hook(HookCore):
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
         if self._grad_params and (self._capturing or self._grad_attached):
             self._sync_grad_hooks()
+        if self._capturing != self._fwd_on:
+            self._set_forward_hooks(self._capturing)
 
     def end_step(self) -> None:
         """Write what the step captured (one host transfer for its reductions), then submit it."""
