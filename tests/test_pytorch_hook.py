@@ -681,7 +681,7 @@ def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
     proc = hook._writer.proc if hasattr(hook._writer, "proc") else None
     if proc is None:
         pytest.skip("no writer process on this platform")
-    snapshot = hook._buffer._items[0].raw  # captured this step, not yet handed over
+    snapshot = hook._buffer._items[0][1]  # the raw copy captured this step, not yet handed over
     assert proc.arena.locate(snapshot) is not None  # copied once, read in place by the writer
     hook.close()
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import math
+import operator
 import os
 import re
 import threading
@@ -63,6 +64,7 @@ _H = TypeVar("_H", bound="HookCore")
 REDUCTION_PREFIX = "smdebug/reductions/"
 SCALAR_PREFIX = "scalar/"
 _TF_SUFFIX = re.compile(r":\d+")
+_TENSOR_NAMES = operator.attrgetter("tensor_names")
 
 
 def reduction_tensor_name(tensor_name: str, reduction: str, is_abs: bool, keep_tf_suffix: bool = False) -> str:
@@ -175,11 +177,13 @@ class HookCore:
         # mode -> (schedule generation, mode step checked, next mode step at which an included
         # collection saves): steps strictly between the two skip the per-collection checks.
         self._quiet: dict[ModeKeys, tuple[int, int, float]] = {}
+        self._schedules: dict[ModeKeys, tuple[int, list]] = {}  # see `_schedule`
         self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
         self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
         self._matched: set[str] = set()
         self._warned_unmatched: set[str] = set()
+        self._all_matched: set[frozenset[int]] = set()  # saving sets `_report_unmatched` is done with
         self._exported_names: int = -1
         self._writer: TrialWriter | ProcessTrialWriter | None = None
         self._tb = None
@@ -302,6 +306,7 @@ class HookCore:
                 coll.reduction_config = self.reduction_config.copy()
         self._match_cache.clear()
         self._quiet.clear()
+        self._schedules.clear()
         self._plan_caches.clear()
         self._plan_cache = self._plan_caches[self._plan_key] = {}
         self._prepared = True
@@ -392,21 +397,30 @@ class HookCore:
             self._scalar_writer().add_tensor(name, value, wall)
         self._pending_scalars.clear()
 
-    def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
-        """The included collections that save this step (gradients never in EVAL/PREDICT)."""
+    def _schedule(self, mode: ModeKeys) -> list[tuple[Collection, SaveConfigMode]]:
+        """The included collections that can save in `mode` (gradients never in EVAL/PREDICT),
+        each with its schedule for the mode; kept until a schedule or the collections change."""
         generation = schedule_generation()
+        cached = self._schedules.get(mode)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         no_grads = mode is ModeKeys.EVAL or mode is ModeKeys.PREDICT
-        candidates = [c for c in self._included
-                      if not (no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)]
-        saving = [c for c in candidates if c.save_config.should_save_step(mode, mode_step)]
+        pairs = [(c, c.save_config.get_save_config(mode)) for c in self._included
+                 if not (no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)]
+        self._schedules[mode] = (generation, pairs)
+        return pairs
+
+    def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
+        """The included collections that save this step."""
+        pairs = self._schedule(mode)
+        saving = [c for c, cfg in pairs if cfg.should_save_step(mode_step)]
         if saving or self._saving:  # most steps save nothing, like the step before
             self._saving = saving
             self._set_saving_ids()
         # Until the next step at which an included collection saves, `_begin` skips this check
         # (the step after a saving step included).
-        following = [c.save_config.get_save_config(mode).next_save_step(mode_step + 1)
-                     for c in candidates]
-        self._quiet[mode] = (generation, mode_step,
+        following = [cfg.next_save_step(mode_step + 1) for _, cfg in pairs]
+        self._quiet[mode] = (schedule_generation(), mode_step,
                              min((n for n in following if n is not None), default=math.inf))
 
     def _set_saving_ids(self) -> None:
@@ -492,23 +506,29 @@ class HookCore:
         raw: np.ndarray | None = None,
         reductions: dict[tuple[str, bool], np.ndarray] | None = None,
         shape: tuple[int, ...] | None = None,
+        wall_time: float | None = None,
     ) -> None:
-        """Record what `plan` asked for into the current step (raw must be a private copy)."""
+        """Record what `plan` asked for into the current step (raw must be a private copy).
+        `wall_time` defaults to now (an adapter writing a whole step at once passes one)."""
         sw = self._step_writer
         if self.dry_run:
             logger.debug("dry_run: would save %s at step %d", plan.name, self.step)
             return
         if sw is None:
             return
+        if wall_time is None:
+            wall_time = time.time()
         if plan.save_shape and shape is not None:
             sw.add_shape(plan.name, shape)
-        for (red, is_abs), value in (reductions or {}).items():
-            sw.add_tensor(reduction_tensor_name(plan.name, red, is_abs, self.keep_tf_suffix), value)
+        if reductions:
+            for (red, is_abs), value in reductions.items():
+                sw.add_tensor(reduction_tensor_name(plan.name, red, is_abs, self.keep_tf_suffix),
+                              value, wall_time)
         if raw is not None and plan.save_raw:
-            sw.add_tensor(plan.name, raw)
+            sw.add_tensor(plan.name, raw, wall_time)
         if plan.sm_metric and raw is not None and self._sm_metrics is not None and raw.size:
             # smdebug sent the mean of every losses/metrics/sm_metrics value it saved.
-            self._sm_metrics.log(f"{plan.name}_{sw.mode.name}", raw, time.time(), sw.mode_step)
+            self._sm_metrics.log(f"{plan.name}_{sw.mode.name}", raw, wall_time, sw.mode_step)
         if self._tb is not None and raw is not None:
             self._tb_record(plan, raw, sw.step, sw.mode)
 
@@ -624,7 +644,7 @@ class HookCore:
     def _maybe_export_collections(self) -> None:
         """Write the collections file after the first saved step, and again whenever collections
         learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
-        total = sum(len(c.tensor_names) for c in self.collection_manager.collections.values())
+        total = sum(map(len, map(_TENSOR_NAMES, self.collection_manager.collections.values())))
         if total != self._exported_names and self._writer is not None:
             self._exported_names = total
             self._writer.write_collections(self._collections_json())
@@ -650,15 +670,21 @@ class HookCore:
                     self._tb.add_histogram(f"{c.name}/{plan.name}", raw, step, mode)
 
     def _report_unmatched(self, first_only: bool) -> None:
+        if first_only and self._saving_ids in self._all_matched:
+            return  # every one of these collections has matched (or been reported) already
+        unsettled = False
         for c in self._saving:
             if c.name in self._matched or c.name in self._warned_unmatched or c.tensor_names:
                 continue
             if c.name in (CollectionKeys.ALL, CollectionKeys.DEFAULT) and not c.include_regex:
+                unsettled = True  # (it may still get a regex or tensor names)
                 continue
             self._warned_unmatched.add(c.name)
             logger.warning(
                 "Collection %r (regex %s) matched no tensor at step %d (%s); check its "
                 "include_regex or tensor names", c.name, c.include_regex or "none", self.step, self.mode.name)
+        if not unsettled:
+            self._all_matched.add(self._saving_ids)
 
     # -- rule feedback ------------------------------------------------------------------------
 

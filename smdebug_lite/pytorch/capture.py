@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -75,6 +74,7 @@ def host_copy(t: torch.Tensor) -> np.ndarray:
 
 
 Buffer = tuple[tuple, torch.Tensor, np.ndarray]  # (pool key, host tensor, numpy view of it)
+_NONE: list = []  # (shared, never appended to)
 
 
 class HostBuffers:
@@ -107,6 +107,8 @@ class HostBuffers:
         pinned = like.is_cuda
         proc = self.writer_process
         shared = proc is not None and not pinned
+        # (the writer process is part of the key: buffers of another kind, given back late, are
+        # never taken for this one)
         key = (like.shape, like.dtype, pinned, proc if shared else None)
         counts = self._step_counts
         counts[key] = counts.get(key, 0) + 1
@@ -145,21 +147,13 @@ class HostBuffers:
                     free.append(entry)
 
 
-@dataclass(slots=True)
-class _Captured:
-    plan: TensorPlan
-    raw: np.ndarray | None
-    reductions: list[torch.Tensor]
-    shape: tuple[int, ...]
-
-
 class StepBuffer:
     """What one step captured, in capture order, until the step ends."""
 
     __slots__ = ("_items", "_replaceable", "buffers", "_taken")
 
     def __init__(self) -> None:
-        self._items: list[_Captured] = []
+        self._items: list[tuple] = []  # (plan, raw copy, reductions, shape)
         self._replaceable: dict[str, int] = {}
         self.buffers = HostBuffers()
         self._taken: list[Buffer] = []
@@ -172,16 +166,23 @@ class StepBuffer:
         """Snapshot `tensor` now. With `replace`, a later capture of the same name in this step
         takes the earlier one's place (gradients accumulated over several backward passes)."""
         t = tensor.detach()
-        pooled = t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg()
-        if not pooled:
+        raw = None
+        if t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg():
+            # The common case: a real, dense tensor numpy can view as it is.
+            if want_raw:
+                entry = self.buffers.take(t)
+                entry[1].copy_(t)
+                self._taken.append(entry)
+                raw = entry[2]
+        else:
             t = _plain(t)
-        reductions: list[torch.Tensor] = []
+            if want_raw:
+                raw = self._snapshot(t)
+        reductions = _NONE
         if plan.reductions and t.numel():
             reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
-        raw = None
-        if want_raw:  # pooled: the common case, a real, dense tensor numpy can view as it is
-            raw = self._pooled_copy(t) if pooled else self._snapshot(t)
-        item = _Captured(plan, raw, reductions, tuple(t.shape))
+        # (plan, raw copy, reductions as 0-d tensors, shape)
+        item = (plan, raw, reductions, raw.shape if raw is not None else tuple(t.shape))
         if replace:
             at = self._replaceable.get(plan.name)
             if at is not None:
@@ -208,16 +209,19 @@ class StepBuffer:
         self.buffers.end_step()
         return taken
 
-    def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict, tuple[int, ...]]]:
-        """Everything captured, with reductions as host numpy 0-d arrays; empties the buffer."""
+    def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict | None, tuple[int, ...]]]:
+        """Everything captured, with reductions as host numpy 0-d arrays (None where a tensor
+        has none); empties the buffer."""
         items, self._items = self._items, []
         self._replaceable = {}
-        tensors = [r for it in items for r in it.reductions]
-        host = iter(_to_host(tensors)) if tensors else iter(())
+        tensors = [r for it in items for r in it[2]]
+        if not tensors:
+            return [(plan, raw, None, shape) for plan, raw, _, shape in items]
+        host = iter(_to_host(tensors))
         out = []
-        for it in items:
-            values = {pair: next(host) for pair in it.plan.reductions[: len(it.reductions)]}
-            out.append((it.plan, it.raw, values, it.shape))
+        for plan, raw, reductions, shape in items:
+            values = {pair: next(host) for pair in plan.reductions[: len(reductions)]}
+            out.append((plan, raw, values, shape))
         return out
 
 

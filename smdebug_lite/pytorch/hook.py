@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +42,7 @@ INPUT_SUFFIX = "_input_"
 OUTPUT_SUFFIX = "_output_"
 # A module gets a forward hook when a collection matches one of its first few input/output names.
 _IO_INDEX_PROBE = 16
+_UNKNOWN = object()
 
 
 
@@ -81,6 +83,17 @@ class _Root:
     params: list[tuple[str, nn.Parameter]]
     modules: list[tuple[str, nn.Module]]
     handles: list[RemovableHandle] = field(default_factory=list)
+    # id(plan cache) -> (that plan cache, [(parameter, plan)] of the parameters it saves): the
+    # parameters a step snapshots, worked out once per set of saving collections.
+    saved_params: dict[int, tuple[dict, list]] = field(default_factory=dict)
+
+    def params_to_save(self, hook: Hook) -> list[tuple[nn.Parameter, TensorPlan]]:
+        cache = hook._plan_cache
+        found = self.saved_params.get(id(cache))
+        if found is None or found[0] is not cache:
+            pairs = [(p, plan) for tname, p in self.params if (plan := hook.plan(tname)) is not None]
+            found = self.saved_params[id(cache)] = (cache, pairs)
+        return found[1]
 
 
 def _unwrap_compiled(module: nn.Module) -> nn.Module:
@@ -129,6 +142,8 @@ class Hook(HookCore):
         self._grad_wanted: dict[frozenset[int], frozenset[int]] = {}
         self._buffer = StepBuffer()
         self._io_counts: dict[str, int] = {}
+        # module or loss name -> (inputs wanted, outputs wanted), filled as modules are called
+        self._io_wants_by_name: dict[str, tuple[bool, bool]] = {}
         self._capturing = False
         # handle id -> (handle, callback) of every forward hook, and whether they are attached
         self._fwd_callbacks: dict[int, tuple[RemovableHandle, Any]] = {}
@@ -190,12 +205,16 @@ class Hook(HookCore):
     def _wanted(self, name: str) -> bool:
         return any(c.matches(name) for c in self._included)
 
-    def _io_wanted(self, module_name: str) -> bool:
-        return any(
-            self._wanted(f"{module_name}{suffix}{i}")
+    def _io_wants(self, module_name: str) -> tuple[bool, bool]:
+        """Whether an included collection can match (any of the first few of) the module's
+        inputs, and its outputs."""
+        return tuple(  # type: ignore[return-value]
+            any(self._wanted(f"{module_name}{suffix}{i}") for i in range(_IO_INDEX_PROBE))
             for suffix in (INPUT_SUFFIX, OUTPUT_SUFFIX)
-            for i in range(_IO_INDEX_PROBE)
         )
+
+    def _io_wanted(self, module_name: str) -> bool:
+        return any(self._io_wants(module_name))
 
     # -- registration ----------------------------------------------------------------------------
 
@@ -266,6 +285,7 @@ class Hook(HookCore):
     def _sync_hooks(self) -> None:
         """Attach forward hooks to the modules, and gradient hooks to the parameters, that some
         included collection can match (run when collections are prepared or change)."""
+        self._io_wants_by_name.clear()  # what collections match may have changed
         for root in self._roots:
             for name, m in root.modules:
                 if id(m) not in self._io_handles and id(m) not in self._loss_handles and self._io_wanted(name):
@@ -352,10 +372,8 @@ class Hook(HookCore):
             if self._capturing:
                 root = self._root_by_module.get(id(module))
                 if root is not None:
-                    for tname, p in root.params:
-                        plan = self.plan(tname)
-                        if plan is not None:
-                            self._capture(plan, p)
+                    for p, plan in root.params_to_save(self):
+                        self._capture(plan, p)
         except Exception as e:
             with self.failsafe("forward_pre_hook"):
                 raise e
@@ -363,9 +381,17 @@ class Hook(HookCore):
     def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
         if not self._capturing:
             return
-        with self.failsafe("forward_hook"):
-            self._save_io(name, INPUT_SUFFIX, inputs)
-            self._save_io(name, OUTPUT_SUFFIX, outputs)
+        try:  # what `failsafe` does, without a context manager on every call
+            wants = self._io_wants_by_name.get(name)
+            if wants is None:
+                wants = self._io_wants_by_name[name] = self._io_wants(name)
+            if wants[0]:
+                self._save_io(name, INPUT_SUFFIX, inputs)
+            if wants[1]:
+                self._save_io(name, OUTPUT_SUFFIX, outputs)
+        except Exception as e:
+            with self.failsafe("forward_hook"):
+                raise e
 
     def _make_grad_hook(self, grad_name: str):
         def on_grad_accumulated(param: torch.Tensor) -> None:
@@ -374,7 +400,9 @@ class Hook(HookCore):
             try:  # what `failsafe` does, without a context manager in every backward pass
                 grad = param.grad
                 if grad is not None:
-                    plan = self.plan(grad_name)
+                    plan = self._plan_cache.get(grad_name, _UNKNOWN)
+                    if plan is _UNKNOWN:
+                        plan = self.plan(grad_name)
                     if plan is not None:
                         # Several backward passes in one step: the accumulated gradient wins.
                         self._capture(plan, grad, replace=True)
@@ -397,6 +425,12 @@ class Hook(HookCore):
     def _save_io(self, name: str, suffix: str, value: Any) -> None:
         key = name + suffix
         idx = self._io_counts.get(key, 0)
+        if isinstance(value, torch.Tensor):  # (most outputs; a loss)
+            plan = self.plan(f"{key}{idx}")
+            if plan is not None:
+                self._capture(plan, value)
+            self._io_counts[key] = idx + 1
+            return
         for t in _tensors_in(value):
             plan = self.plan(f"{key}{idx}")
             idx += 1
@@ -410,8 +444,10 @@ class Hook(HookCore):
 
     def _flush_buffer(self) -> None:
         if len(self._buffer):
+            wall = time.time()  # one time for the step's tensors
+            write = self.write
             for plan, raw, reductions, shape in self._buffer.drain():
-                self.write(plan, raw=raw, reductions=reductions, shape=shape)
+                write(plan, raw, reductions, shape, wall)
         taken = self._buffer.take_buffers()
         if taken:
             sw = self._step_writer
