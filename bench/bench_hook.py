@@ -105,17 +105,24 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
         twin_step(i)
     elapsed = cpu = twin_elapsed = twin_cpu = 0.0
     wall, thread = time.perf_counter, time.thread_time
-    for lo in range(warmup, warmup + steps, PAIRED_BLOCK):
+    for n, lo in enumerate(range(warmup, warmup + steps, PAIRED_BLOCK)):
         block = range(lo, min(lo + PAIRED_BLOCK, warmup + steps))
+        # Which model goes first alternates: the first block after a switch runs slower (an
+        # A/A run, "no hook" below, shows it), and always giving that to one side biases the pair.
+        first, second = (step, twin_step) if n % 2 == 0 else (twin_step, step)
         w0, c0 = wall(), thread()
         for i in block:
-            step(i)
+            first(i)
         w1, c1 = wall(), thread()
         for i in block:
-            twin_step(i)
+            second(i)
         w2, c2 = wall(), thread()
-        elapsed, cpu = elapsed + w1 - w0, cpu + c1 - c0
-        twin_elapsed, twin_cpu = twin_elapsed + w2 - w1, twin_cpu + c2 - c1
+        if n % 2 == 0:
+            elapsed, cpu = elapsed + w1 - w0, cpu + c1 - c0
+            twin_elapsed, twin_cpu = twin_elapsed + w2 - w1, twin_cpu + c2 - c1
+        else:
+            twin_elapsed, twin_cpu = twin_elapsed + w1 - w0, twin_cpu + c1 - c0
+            elapsed, cpu = elapsed + w2 - w1, cpu + c2 - c1
     close_s = 0.0
     if hook is not None:
         t = time.perf_counter()
@@ -219,8 +226,10 @@ def _median(xs: list[float]) -> float:
 
 
 def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
-    """Hook cost against the plain twin model trained in the same process (median of runs)."""
+    """Hook cost against the plain twin model trained in the same process (median of runs).
+    The "no hook" row pairs two plain models: what the method itself reads as overhead."""
     hooked = [sc for sc in scenarios if sc.saved_every is not None]
+    control = [sc for sc in scenarios if sc.saved_every is None]
     if not hooked or not all("paired_ms_per_step" in r for sc in hooked for label, _, _ in impls
                              for r in runs[(sc.name, label)]):
         return
@@ -231,12 +240,17 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
     print(header)
     print("-" * len(header))
     added: dict[tuple[str, str], float] = {}
-    for sc in hooked:
-        row = f"{sc.name:40s}"
+    for sc in control + hooked:
+        row = f"{sc.name + (' (A/A control)' if sc.saved_every is None else ''):40s}"
         for label, _, _ in impls:
             rs = runs[(sc.name, label)]
+            if not all("paired_ms_per_step" in r for r in rs):
+                continue
             ms = _median([r["ms_per_step"] for r in rs])
             over = _median([r["ms_per_step"] / r["paired_ms_per_step"] - 1 for r in rs])
+            if sc.saved_every is None:
+                row += f"{ms:16.3f}{100 * over:+9.1f}%{'-':>13s}"
+                continue
             per_saved = _median([(r["ms_per_step"] - r["paired_ms_per_step"]) * sc.saved_every
                                  for r in rs])
             added[(sc.name, label)] = per_saved

@@ -73,7 +73,7 @@ def host_copy(t: torch.Tensor) -> np.ndarray:
     return _copy_plain(_plain(t))
 
 
-Buffer = tuple[tuple, torch.Tensor, np.ndarray]  # (pool key, host tensor, numpy view of it)
+Buffer = tuple["_Slot", torch.Tensor, np.ndarray]  # (its pool, host tensor, numpy view of it)
 _NONE: list = []  # (shared, never appended to)
 
 
@@ -92,15 +92,14 @@ class HostBuffers:
     instead, and pooled the same way: the writer process reads them in place, and a pooled
     buffer's place in shared memory is known, so handing a step over costs no copy and no lookup.
 
-    A buffer is made once as (pool key, tensor, numpy view of it): the numpy array is what the
-    writer gets.
+    A buffer is made once as (its pool slot, tensor, numpy view of it): the numpy array is what
+    the writer gets, and giving it back needs no lookup.
     """
 
     def __init__(self) -> None:
         self.writer_process = None  # a WriterProcess: CPU snapshots go to its shared memory
-        self._free: dict[tuple, list[Buffer]] = {}
-        self._keep: dict[tuple, int] = {}  # how many free buffers of a key are worth keeping
-        self._step_counts: dict[tuple, int] = {}  # buffers of each key taken this step
+        self._slots: dict[tuple, _Slot] = {}
+        self._touched: list[_Slot] = []  # slots taken from during this step
         self._lock = threading.Lock()
 
     def take(self, like: torch.Tensor) -> Buffer:
@@ -110,41 +109,53 @@ class HostBuffers:
         # (the writer process is part of the key: buffers of another kind, given back late, are
         # never taken for this one)
         key = (like.shape, like.dtype, pinned, proc if shared else None)
-        counts = self._step_counts
-        counts[key] = counts.get(key, 0) + 1
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = _Slot()
+        if not slot.taken:
+            self._touched.append(slot)
+        slot.taken += 1
         with self._lock:
-            free = self._free.get(key)
-            if free:
-                return free.pop()
+            if slot.free:
+                return slot.free.pop()
         if shared and proc.poll():  # steps written since the last look give their buffers back
             with self._lock:
-                free = self._free.get(key)
-                if free:
-                    return free.pop()
+                if slot.free:
+                    return slot.free.pop()
         if shared:
             arr = proc.shared_array(_NUMPY_DTYPES[like.dtype], key[0])
-            return key, torch.from_numpy(arr), arr
+            return slot, torch.from_numpy(arr), arr
         buf = torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
-        return key, buf, buf.numpy()
+        return slot, buf, buf.numpy()
 
     def end_step(self) -> None:
         """A step's captures are done: grow what the pool keeps to twice that step's use."""
-        if self._step_counts:
+        if self._touched:
             with self._lock:
-                keep = self._keep
-                for key, n in self._step_counts.items():
-                    if 2 * n > keep.get(key, 0):
-                        keep[key] = 2 * n
-            self._step_counts = {}
+                for slot in self._touched:
+                    slot.keep = max(slot.keep, 2 * slot.taken)
+                    slot.taken = 0
+            self._touched = []
 
     def give_back(self, buffers: Sequence[Buffer]) -> None:
         with self._lock:
             # Reversed, so that the next step pops them in the order this one took them: each
             # tensor lands in the same buffer as before (the writer process knows its place).
             for entry in reversed(buffers):
-                free = self._free.setdefault(entry[0], [])
-                if len(free) < self._keep.get(entry[0], 0):
+                free = entry[0].free
+                if len(free) < entry[0].keep:
                     free.append(entry)
+
+
+class _Slot:
+    """The pool for one shape, dtype and kind of memory."""
+
+    __slots__ = ("free", "keep", "taken")
+
+    def __init__(self) -> None:
+        self.free: list[Buffer] = []
+        self.keep = 0  # how many free buffers are worth keeping
+        self.taken = 0  # buffers taken during this step
 
 
 class StepBuffer:
@@ -165,7 +176,8 @@ class StepBuffer:
                 replace: bool = False) -> None:
         """Snapshot `tensor` now. With `replace`, a later capture of the same name in this step
         takes the earlier one's place (gradients accumulated over several backward passes)."""
-        t = tensor.detach()
+        # (a gradient needs no detach: only what autograd tracks does, or the copy would be recorded)
+        t = tensor.detach() if tensor.requires_grad else tensor
         raw = None
         if t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg():
             # The common case: a real, dense tensor numpy can view as it is.

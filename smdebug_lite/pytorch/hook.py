@@ -405,7 +405,7 @@ class Hook(HookCore):
                         plan = self.plan(grad_name)
                     if plan is not None:
                         # Several backward passes in one step: the accumulated gradient wins.
-                        self._capture(plan, grad, replace=True)
+                        self._buffer.capture(plan, grad, plan.save_raw or self._tb_wants(plan), True)
             except Exception as e:
                 with self.failsafe("gradient hook"):
                     raise e
@@ -438,9 +438,12 @@ class Hook(HookCore):
                 self._capture(plan, t)
         self._io_counts[key] = idx
 
-    def _capture(self, plan: TensorPlan, tensor: torch.Tensor, replace: bool = False) -> None:
-        want_raw = plan.save_raw or (self._tb is not None and (plan.histogram or plan.tb_scalar))
-        self._buffer.capture(plan, tensor, want_raw, replace=replace)
+    def _capture(self, plan: TensorPlan, tensor: torch.Tensor) -> None:
+        self._buffer.capture(plan, tensor, plan.save_raw or self._tb_wants(plan))
+
+    def _tb_wants(self, plan: TensorPlan) -> bool:
+        """TensorBoard needs the raw value (for a histogram or scalar) even if it is not saved."""
+        return self._tb is not None and (plan.histogram or plan.tb_scalar)
 
     def _flush_buffer(self) -> None:
         if len(self._buffer):
