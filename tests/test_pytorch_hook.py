@@ -719,3 +719,30 @@ def test_a_forked_child_exiting_does_not_end_the_parents_run(tmp_path, writer):
                          timeout=120, env=env, cwd=str(REPO))
     assert out.returncode == 0, out.stderr
     assert "after child False" in out.stdout and "after close True" in out.stdout, out.stdout
+
+
+def test_a_backward_pass_that_fails_does_not_cost_later_gradients(tmp_path):
+    """Gradients are copied when their backward pass has finished; a pass that raises half-way
+    leaves nothing behind that would stop later steps from saving theirs."""
+    model = MLP()
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=2),
+                    include_collections=["gradients"])
+    hook.register_module(model)
+    expected = {}
+    for step in range(5):
+        model.zero_grad()
+        out = model(torch.randn(3, 6))
+        if step == 0:  # fails after the last layer's gradients were accumulated
+            hidden = model.fc1(torch.randn(3, 6))
+            hidden.register_hook(lambda g: (_ for _ in ()).throw(RuntimeError("boom")))
+            with pytest.raises(RuntimeError, match="boom"):
+                (out.sum() + hidden.sum()).backward()
+            continue
+        out.sum().backward()
+        expected[step] = model.fc1.weight.grad.clone().numpy()
+    hook.close()
+    data = read_out_dir(tmp_path / "run")
+    assert steps_of(data, "gradient/MLP_fc1.weight", "GLOBAL") == [2, 4]
+    for step in (2, 4):
+        np.testing.assert_array_equal(value_at(data, "gradient/MLP_fc1.weight", "GLOBAL", step),
+                                      expected[step])

@@ -419,12 +419,15 @@ class HookCore:
             self._set_saving_ids()
         # Until the next step at which an included collection saves, `_begin` skips this check
         # (the step after a saving step included).
-        following = [cfg.next_save_step(mode_step + 1) for _, cfg in pairs]
-        self._quiet[mode] = (schedule_generation(), mode_step,
-                             min((n for n in following if n is not None), default=math.inf))
+        following = math.inf
+        for _, cfg in pairs:
+            n = cfg.next_save_step(mode_step + 1)
+            if n is not None and n < following:
+                following = n
+        self._quiet[mode] = (schedule_generation(), mode_step, following)
 
     def _set_saving_ids(self) -> None:
-        ids = frozenset(id(c) for c in self._saving)
+        ids = frozenset(map(id, self._saving))
         if ids != self._plan_key:
             self._plan_key = ids
             cache = self._plan_caches.get(ids)

@@ -43,6 +43,9 @@ OUTPUT_SUFFIX = "_output_"
 # A module gets a forward hook when a collection matches one of its first few input/output names.
 _IO_INDEX_PROBE = 16
 _UNKNOWN = object()
+# Runs a function once the current backward pass has finished (how DDP finishes its buckets).
+# A private API: without it, gradients are copied in their hooks as they come.
+_queue_callback = getattr(getattr(torch.autograd.Variable, "_execution_engine", None), "queue_callback", None)
 
 
 
@@ -145,6 +148,7 @@ class Hook(HookCore):
         # module or loss name -> (inputs wanted, outputs wanted), filled as modules are called
         self._io_wants_by_name: dict[str, tuple[bool, bool]] = {}
         self._capturing = False
+        self._grads_pending: list[tuple[str, torch.Tensor]] = []  # see `_make_grad_hook`
         # handle id -> (handle, callback) of every forward hook, and whether they are attached
         self._fwd_callbacks: dict[int, tuple[RemovableHandle, Any]] = {}
         self._fwd_on = True
@@ -262,11 +266,13 @@ class Hook(HookCore):
         handle = module.register_forward_hook(callback)
         self._fwd_callbacks[handle.id] = (handle, callback)
         if not self._fwd_on:
-            self._put_forward_hook(handle, callback, False)
+            self._put_hook(handle, callback, False)
         return handle
 
     @staticmethod
-    def _put_forward_hook(handle: RemovableHandle, callback: Any, on: bool) -> None:
+    def _put_hook(handle: RemovableHandle, callback: Any, on: bool) -> None:
+        """Put a registered hook's callback in its hook dict, or take it out (see
+        `_sync_grad_hooks`)."""
         hooks = handle.hooks_dict_ref()
         if hooks is not None:
             if on:
@@ -279,7 +285,7 @@ class Hook(HookCore):
         while a step captures: on other steps those modules run torch's hook-free fast path.
         Registered once; attaching and detaching only move the callback in and out."""
         for handle, callback in self._fwd_callbacks.values():
-            self._put_forward_hook(handle, callback, on)
+            self._put_hook(handle, callback, on)
         self._fwd_on = on
 
     def _sync_hooks(self) -> None:
@@ -320,19 +326,14 @@ class Hook(HookCore):
         handles = self._grad_handles
         for pid, _, p, callback in self._grad_params:
             if pid in wanted:
-                if pid in attached:
-                    continue
-                handle = handles.get(pid)
-                if handle is None:
-                    handles[pid] = p.register_post_accumulate_grad_hook(callback)
-                else:
-                    hooks = handle.hooks_dict_ref()
-                    if hooks is not None:
-                        hooks[handle.id] = callback
+                if pid not in attached:
+                    handle = handles.get(pid)
+                    if handle is None:
+                        handles[pid] = p.register_post_accumulate_grad_hook(callback)
+                    else:
+                        self._put_hook(handle, callback, True)
             elif pid in attached:
-                hooks = handles[pid].hooks_dict_ref()
-                if hooks is not None:
-                    hooks.pop(handles[pid].id, None)
+                self._put_hook(handles[pid], callback, False)
         self._grad_attached = wanted
 
     @property
@@ -364,8 +365,8 @@ class Hook(HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if self.disabled or self._closed:
             return
-        if (not (self._capturing or self._grad_attached or self._io_counts or self._fwd_on)
-                and self._start_quiet_step()):
+        if (not (self._capturing or self._grad_attached or self._io_counts or self._fwd_on
+                 or self._grads_pending) and self._start_quiet_step()):
             return  # most steps: nothing to finish, nothing to save
         try:  # what `failsafe` does, without a context manager on every forward pass
             self.start_step()
@@ -397,20 +398,38 @@ class Hook(HookCore):
         def on_grad_accumulated(param: torch.Tensor) -> None:
             if not self._capturing:
                 return
-            try:  # what `failsafe` does, without a context manager in every backward pass
+            pending = self._grads_pending
+            pending.append((grad_name, param))
+            if len(pending) == 1:
+                # The gradients of this backward pass are copied together once it has finished
+                # (before user code can clip or zero them): one tight loop instead of Python
+                # work between the pass's kernels.
+                try:
+                    _queue_callback(self._capture_pending_grads)
+                except Exception:  # (no such API in this torch, or not inside a backward pass)
+                    self._capture_pending_grads()
+
+        return on_grad_accumulated
+
+    def _capture_pending_grads(self) -> None:
+        """Snapshot the gradients accumulated by the backward pass that just ended. Several
+        backward passes in one step: the accumulated gradient wins (`replace`)."""
+        pending, self._grads_pending = self._grads_pending, []
+        if not self._capturing:
+            return
+        try:  # what `failsafe` does, without a context manager in every backward pass
+            capture = self._buffer.capture
+            for grad_name, param in pending:
                 grad = param.grad
                 if grad is not None:
                     plan = self._plan_cache.get(grad_name, _UNKNOWN)
                     if plan is _UNKNOWN:
                         plan = self.plan(grad_name)
                     if plan is not None:
-                        # Several backward passes in one step: the accumulated gradient wins.
-                        self._buffer.capture(plan, grad, plan.save_raw or self._tb_wants(plan), True)
-            except Exception as e:
-                with self.failsafe("gradient hook"):
-                    raise e
-
-        return on_grad_accumulated
+                        capture(plan, grad, plan.save_raw or self._tb_wants(plan), True)
+        except Exception as e:
+            with self.failsafe("gradient hook"):
+                raise e
 
     def record_tensor_value(self, tensor_name: str, tensor_value: torch.Tensor) -> None:
         """Save a tensor computed outside modules (e.g. ``F.mse_loss``) as ``<name>_output_<i>``."""
@@ -466,6 +485,8 @@ class Hook(HookCore):
     def start_step(self) -> None:
         if self._io_counts:
             self._io_counts.clear()
+        if self._grads_pending:  # a backward pass that failed never ran its end callback
+            self._grads_pending = []
         super().start_step()
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
         if self._grad_params and (self._capturing or self._grad_attached):
