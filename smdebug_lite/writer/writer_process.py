@@ -7,15 +7,21 @@ hook's steps go to one writer process per training process, started on first use
 
 - snapshots are copied into shared memory (`Arena`) and described to the writer process by
   (segment, offset, dtype, shape); small arrays travel inside the message;
-- the writer process runs `StepFiles` for each out_dir, in order, and acknowledges each step;
-  an acknowledged step's shared memory is reused;
-- errors come back with the acknowledgements and are raised on the next `submit`, as the
-  thread writer does; if the writer process dies, every writer of this process reports it.
+- the writer process runs `StepFiles` for each out_dir, in order, and posts each step it has
+  written on a shared page (`AckBoard`), which the training process reads without a system
+  call; an acknowledged step's shared memory is reused;
+- a step in the same shared buffers, under the same names, as the last one is sent as "again"
+  (step numbers and wall times only);
+- errors come back on the socket (the board counts them, so the training process knows when to
+  read) and are raised on the next `submit`, as the thread writer does; if the writer process
+  dies, every writer of this process reports it.
 
 `open_trial_writer` picks this where it works (Linux: memfd and fd passing) and falls back to
 `TrialWriter` elsewhere, when the process cannot start, or with ``SMDEBUG_WRITER=thread``.
-The parent uses no thread of its own: acknowledgements are read when the training thread next
-submits, allocates or flushes.
+The parent uses no thread of its own: the board is read when the training thread next submits,
+allocates or flushes. While steps keep coming, the writer process polls instead of blocking on
+the socket (see `writer_process_main`): on a VM, a message that wakes a blocked process cost the
+sender tens of microseconds.
 """
 
 from __future__ import annotations
@@ -140,13 +146,11 @@ class WriterProcess:
             if self.dead:
                 return False
             got = self._take_acks()
-            errors = self.board.errors
-            if timeout or errors != self._errors_seen:
+            if timeout or self.board.errors != self._errors_seen:
                 # (an error message is sent before the board counts it: it is there to read)
                 for msg in self._recv_all(timeout):
                     got = True
                     self._handle(msg)
-                self._errors_seen = errors
             return got
 
     def _take_acks(self) -> bool:
@@ -188,6 +192,7 @@ class WriterProcess:
     def _handle(self, msg: tuple) -> None:
         kind = msg[0]
         if kind == "error":
+            self._errors_seen += 1
             w = self._writers.get(msg[1])
             if w is not None and w.error is None:
                 w.error = WriterProcessError(msg[2])

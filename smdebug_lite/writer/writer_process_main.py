@@ -2,7 +2,7 @@
 
 `writer_process.WriterProcess` starts it in a new interpreter (``python -c`` with a bootstrap
 that imports this same copy of smdebug_lite). It writes the steps a training process describes, in
-order, and answers each. It ignores Ctrl-C (the training process decides when writing ends)
+order, and posts each one done on the shared ack board. It ignores Ctrl-C (the training process decides when writing ends)
 and exits when the training process closes the socket, after writing everything it received
 and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only a `close` asks.
 """
