@@ -165,6 +165,21 @@ def default_include_collections(framework: str) -> list[str]:
     return list(DEFAULT_INCLUDE_COLLECTIONS[_framework(framework)])
 
 
+_names_version = 0
+
+
+def tensor_names_version() -> int:
+    """A number that changes whenever any collection gains or loses a tensor name (through
+    `add_tensor_name`, `remove_tensor_name` or assigning `tensor_names`), so that a hook rewrites
+    the collections file only when there is something new to say."""
+    return _names_version
+
+
+def _names_changed() -> None:
+    global _names_version
+    _names_version += 1
+
+
 def _regex_list(value: Any, argument: str = "include_regex") -> list[str]:
     if value is None or value is False:  # False: what smdebug's from_dict defaulted to
         return []
@@ -234,6 +249,7 @@ class Collection:
 
     @tensor_names.setter
     def tensor_names(self, value: Iterable[str] | None) -> None:
+        _names_changed()
         if value is None:
             self._tensor_names: set[str] = set()
             return
@@ -288,10 +304,14 @@ class Collection:
                 self._include_regex.append(r)
 
     def add_tensor_name(self, name: str) -> None:
-        self._tensor_names.add(name)
+        if name not in self._tensor_names:
+            self._tensor_names.add(name)
+            _names_changed()
 
     def remove_tensor_name(self, name: str) -> None:
-        self._tensor_names.discard(name)
+        if name in self._tensor_names:
+            self._tensor_names.discard(name)
+            _names_changed()
 
     def has_tensor_name(self, name: str) -> bool:
         return name in self._tensor_names

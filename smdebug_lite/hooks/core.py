@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import math
-import operator
 import os
 import re
 import threading
@@ -41,6 +40,7 @@ from smdebug_lite.config.collection import (
     CollectionKeys,
     builtin_collections,
     default_include_collections,
+    tensor_names_version,
 )
 from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.config.hook_json import parse_hook_config
@@ -64,7 +64,6 @@ _H = TypeVar("_H", bound="HookCore")
 REDUCTION_PREFIX = "smdebug/reductions/"
 SCALAR_PREFIX = "scalar/"
 _TF_SUFFIX = re.compile(r":\d+")
-_TENSOR_NAMES = operator.attrgetter("tensor_names")
 
 
 def reduction_tensor_name(tensor_name: str, reduction: str, is_abs: bool, keep_tf_suffix: bool = False) -> str:
@@ -647,9 +646,9 @@ class HookCore:
     def _maybe_export_collections(self) -> None:
         """Write the collections file after the first saved step, and again whenever collections
         learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
-        total = sum(map(len, map(_TENSOR_NAMES, self.collection_manager.collections.values())))
-        if total != self._exported_names and self._writer is not None:
-            self._exported_names = total
+        version = tensor_names_version()
+        if version != self._exported_names and self._writer is not None:
+            self._exported_names = version
             self._writer.write_collections(self._collections_json())
 
     def _make_tb_writer(self):
