@@ -9,6 +9,11 @@ saves, step 1 hands it over, the rest save nothing) it prints the median extra t
 hooked step over the twin's, and their sum as a share of the cycle. Medians per position keep
 rare hiccups of a shared VM out without hiding the saving step's cost. `--no-hook` runs the
 same with two plain models: what the method itself reads as overhead.
+
+Stepping the two models alternately shares some of the hook's cost with the twin: the 1.6 MB
+a saving step copies evicts the weights of whichever model runs next. The total therefore reads
+lower than bench_hook.py's block-paired figure (about 1.5 points on the development VM); this
+script is for seeing where in the cycle the time goes.
 """
 
 from __future__ import annotations
