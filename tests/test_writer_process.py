@@ -326,3 +326,12 @@ def test_a_step_in_the_same_shared_buffers_is_sent_in_short(tmp_path):
         assert np.array_equal(trial.tensor("a").value(step), np.full((100, 10), step, np.float32))
         assert trial.tensor("b").value(step).tolist() == [step, step + 1, step + 2]
     assert trial.tensor("b").value(3).tolist() == [2, 3, 4]
+
+
+def test_a_repeat_of_an_unknown_step_is_an_error_not_a_silent_loss(tmp_path):
+    proc = wp.writer_process()
+    w = proc.open_writer(str(tmp_path), "worker_0")
+    token = proc.new_token()
+    proc.send(("again", w.wid, token, 0, "TRAIN", 0, [1.0, 2.0]))  # no full step came before
+    with pytest.raises(RuntimeError, match="repeat of a step of 2 tensors, but the last one had 0"):
+        w.flush()

@@ -105,6 +105,11 @@ class WriterLoop:
                  walls: list[float]) -> None:
         """A step whose tensors lie where those of the last full step did, under the same names."""
         last = self.last_tensors.get(wid, [])
+        if len(last) != len(walls):  # (a protocol error: the trainer keeps the same template)
+            self._fail(wid, RuntimeError(f"step {step} was sent as the repeat of a step of "
+                                         f"{len(walls)} tensors, but the last one had {len(last)}"))
+            self.board.post_done(token)
+            return
         tensors = [(name, where, wall) for (name, where, _), wall in zip(last, walls, strict=True)]
         self.on_step(wid, token, step, mode, mode_step, tensors, [])
 
