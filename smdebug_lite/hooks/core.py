@@ -183,7 +183,7 @@ class HookCore:
         self._matched: set[str] = set()
         self._warned_unmatched: set[str] = set()
         self._all_matched: set[frozenset[int]] = set()  # saving sets `_report_unmatched` is done with
-        self._exported_names: int = -1
+        self._exported_version: int = -1  # tensor_names_version() last written
         self._writer: TrialWriter | ProcessTrialWriter | None = None
         self._tb = None
         self._sm_metrics = None if self.dry_run else SageMakerMetrics.for_this_job()
@@ -351,11 +351,8 @@ class HookCore:
                 or self._training_state is not None):
             return False
         mode = self.mode
-        quiet = self._quiet.get(mode)
-        if quiet is None:
-            return False
         mode_step = self.mode_steps.get(mode, -1) + 1
-        if not quiet[1] < mode_step < quiet[2] or quiet[0] != schedule_generation():
+        if not self._quiet_covers(mode, mode_step):
             return False
         self.step += 1
         self.mode_steps[mode] = mode_step
@@ -380,9 +377,7 @@ class HookCore:
             self._prepare_collections()
         mode = self.mode
         mode_step = self.mode_steps.get(mode, -1)
-        quiet = self._quiet.get(mode)
-        if (quiet is not None and quiet[1] < mode_step < quiet[2]
-                and not self._pending_scalars and quiet[0] == schedule_generation()):
+        if not self._pending_scalars and self._quiet_covers(mode, mode_step):
             if self._saving:  # the step before saved; this one is the first quiet step
                 self._saving = []
                 self._set_saving_ids()
@@ -395,6 +390,13 @@ class HookCore:
         for name, value, wall in self._pending_scalars:  # saved before the first step began
             self._scalar_writer().add_tensor(name, value, wall)
         self._pending_scalars.clear()
+
+    def _quiet_covers(self, mode: ModeKeys, mode_step: int) -> bool:
+        """Whether `mode_step` lies in the mode's quiet window (see `_select_saving`): no included
+        collection saves it, and no schedule changed since that was worked out."""
+        quiet = self._quiet.get(mode)
+        return (quiet is not None and quiet[1] < mode_step < quiet[2]
+                and quiet[0] == schedule_generation())
 
     def _schedule(self, mode: ModeKeys) -> list[tuple[Collection, SaveConfigMode]]:
         """The included collections that can save in `mode` (gradients never in EVAL/PREDICT),
@@ -647,8 +649,8 @@ class HookCore:
         """Write the collections file after the first saved step, and again whenever collections
         learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
         version = tensor_names_version()
-        if version != self._exported_names and self._writer is not None:
-            self._exported_names = version
+        if version != self._exported_version and self._writer is not None:
+            self._exported_version = version
             self._writer.write_collections(self._collections_json())
 
     def _make_tb_writer(self):
@@ -754,7 +756,7 @@ class HookCore:
             if self.writes:
                 try:
                     writer = self._writer_for_step()
-                    self._exported_names = -1
+                    self._exported_version = -1
                     self._maybe_export_collections()
                     writer.close()
                 except _SilentDisable:

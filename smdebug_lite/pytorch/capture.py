@@ -182,10 +182,7 @@ class StepBuffer:
         if t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg():
             # The common case: a real, dense tensor numpy can view as it is.
             if want_raw:
-                entry = self.buffers.take(t)
-                entry[1].copy_(t)
-                self._taken.append(entry)
-                raw = entry[2]
+                raw = self._pooled_copy(t)
         else:
             t = _plain(t)
             if want_raw:

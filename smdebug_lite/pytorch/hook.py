@@ -42,7 +42,6 @@ INPUT_SUFFIX = "_input_"
 OUTPUT_SUFFIX = "_output_"
 # A module gets a forward hook when a collection matches one of its first few input/output names.
 _IO_INDEX_PROBE = 16
-_UNKNOWN = object()
 # Runs a function once the current backward pass has finished (how DDP finishes its buckets).
 # A private API: without it, gradients are copied in their hooks as they come.
 _queue_callback = getattr(getattr(torch.autograd.Variable, "_execution_engine", None), "queue_callback", None)
@@ -86,17 +85,16 @@ class _Root:
     params: list[tuple[str, nn.Parameter]]
     modules: list[tuple[str, nn.Module]]
     handles: list[RemovableHandle] = field(default_factory=list)
-    # id(plan cache) -> (that plan cache, [(parameter, plan)] of the parameters it saves): the
-    # parameters a step snapshots, worked out once per set of saving collections.
-    saved_params: dict[int, tuple[dict, list]] = field(default_factory=dict)
+    # (the hook's plan cache, [(parameter, plan)] of the parameters it saves): worked out again
+    # only when the set of saving collections (hence the plan cache) changes.
+    saved_params: tuple[dict, list] | None = None
 
     def params_to_save(self, hook: Hook) -> list[tuple[nn.Parameter, TensorPlan]]:
         cache = hook._plan_cache
-        found = self.saved_params.get(id(cache))
-        if found is None or found[0] is not cache:
+        if self.saved_params is None or self.saved_params[0] is not cache:
             pairs = [(p, plan) for tname, p in self.params if (plan := hook.plan(tname)) is not None]
-            found = self.saved_params[id(cache)] = (cache, pairs)
-        return found[1]
+            self.saved_params = (cache, pairs)
+        return self.saved_params[1]
 
 
 def _unwrap_compiled(module: nn.Module) -> nn.Module:
@@ -422,9 +420,7 @@ class Hook(HookCore):
             for grad_name, param in pending:
                 grad = param.grad
                 if grad is not None:
-                    plan = self._plan_cache.get(grad_name, _UNKNOWN)
-                    if plan is _UNKNOWN:
-                        plan = self.plan(grad_name)
+                    plan = self.plan(grad_name)
                     if plan is not None:
                         capture(plan, grad, plan.save_raw or self._tb_wants(plan), True)
         except Exception as e:
@@ -444,12 +440,6 @@ class Hook(HookCore):
     def _save_io(self, name: str, suffix: str, value: Any) -> None:
         key = name + suffix
         idx = self._io_counts.get(key, 0)
-        if isinstance(value, torch.Tensor):  # (most outputs; a loss)
-            plan = self.plan(f"{key}{idx}")
-            if plan is not None:
-                self._capture(plan, value)
-            self._io_counts[key] = idx + 1
-            return
         for t in _tensors_in(value):
             plan = self.plan(f"{key}{idx}")
             idx += 1

@@ -202,53 +202,6 @@ class Arena:
                 self._drop(seg.id)
 
 
-class AckBoard:
-    """One shared page on which the writer process posts progress: the token of the last step it
-    wrote, and how many error messages it has sent on the socket. The training process reads it
-    instead of receiving an acknowledgement per step: on a VM, reading a socket that another CPU
-    wrote costs tens of microseconds, a shared integer nothing."""
-
-    size = mmap.PAGESIZE
-    _DONE, _ERRORS = 0, 1
-
-    def __init__(self, fd: int, size: int, owner: bool) -> None:
-        self.fd = fd
-        self.mm = mmap.mmap(fd, size)
-        self._slots = memoryview(self.mm).cast("q")
-        if owner:
-            self._slots[self._DONE] = -1
-
-    @classmethod
-    def create(cls) -> AckBoard:
-        fd = os.memfd_create("smdebug-lite-acks", os.MFD_CLOEXEC)
-        os.ftruncate(fd, cls.size)
-        return cls(fd, cls.size, owner=True)
-
-    @classmethod
-    def attach(cls, fd: int, size: int) -> AckBoard:
-        try:
-            return cls(fd, size, owner=False)
-        finally:
-            os.close(fd)
-
-    def close_fd(self) -> None:
-        os.close(self.fd)
-
-    @property
-    def done(self) -> int:
-        return self._slots[self._DONE]
-
-    @property
-    def errors(self) -> int:
-        return self._slots[self._ERRORS]
-
-    def post_done(self, token: int) -> None:
-        self._slots[self._DONE] = token
-
-    def count_error(self) -> None:
-        self._slots[self._ERRORS] += 1
-
-
 class SegmentMaps:
     """Writer-process side: segments by id, and arrays viewed in them."""
 

@@ -38,8 +38,9 @@ import time
 import numpy as np
 
 from smdebug_lite.logger import get_logger
+from smdebug_lite.writer.ack_board import AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
-from smdebug_lite.writer.shared_arena import AckBoard, Arena, Segment, shared_memory_supported
+from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
 from smdebug_lite.writer.trial_writer import DEFAULT_MAX_PENDING_BYTES, TrialWriter, on_sagemaker
 from smdebug_lite.writer.writer_waits import WriterWaits
@@ -316,19 +317,19 @@ class ProcessTrialWriter:
         keep: list = []
         template = self._template
         if (template is not None and not sw._shapes and names == template[1]
-                and len(values) == len(template[0]) and all(map(operator.is_, values, template[0]))):
-            msg = ("again", self.wid, None, sw.step, sw.mode.name, sw.mode_step,
-                   [wall for _, _, wall in entries])
+                and all(map(operator.is_, values, template[0]))):
+            kind, rest = "again", ([wall for _, _, wall in entries],)
         else:
             describe = self.proc.describe
             tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
             shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
             in_place = not shapes and all(t[1][0] == "shm" for t in tensors) and not keep
             self._template = (values, names) if in_place else None
-            msg = ("step", self.wid, None, sw.step, sw.mode.name, sw.mode_step, tensors, shapes)
+            kind, rest = "step", (tensors, shapes)
         with self.proc.lock:
             token = self.proc.track(sw, keep)
-            self._send(msg[:2] + (token,) + msg[3:], poll=False)  # (_raise_if_failed read the board)
+            self._send((kind, self.wid, token, sw.step, sw.mode.name, sw.mode_step, *rest),
+                       poll=False)  # (_raise_if_failed read the board)
 
     def write_collections(self, json_text: str) -> None:
         self._send(("collections", self.wid, json_text))

@@ -19,8 +19,9 @@ import traceback
 import numpy as np
 
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.writer.ack_board import AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
-from smdebug_lite.writer.shared_arena import AckBoard, SegmentMaps
+from smdebug_lite.writer.shared_arena import SegmentMaps
 from smdebug_lite.writer.step_files import StepFiles
 from smdebug_lite.writer.step_writer import StepWriter
 
