@@ -11,6 +11,10 @@ class ModeKeys(Enum):
     PREDICT = 3
     GLOBAL = 4
 
+    # Members are singletons compared by identity: hashing by identity keeps every dict lookup
+    # keyed by a mode (step counters, schedules) in C instead of Enum's Python-level __hash__.
+    __hash__ = object.__hash__
+
 
 TRAIN = ModeKeys.TRAIN
 EVAL = ModeKeys.EVAL

@@ -406,6 +406,35 @@ def test_save_scalar_lands_in_its_step_and_mode(tmp_path):
     assert steps_of(data, "MLP_fc1.weight", "TRAIN") == [0]
 
 
+def test_steps_between_saves_count_every_mode_and_keep_what_is_saved_in_them(tmp_path):
+    """Steps between saves start in one go (counters only); a scalar saved in one of them, a
+    mode switched in the middle of them, still land where they belong."""
+    out = tmp_path / "run"
+    model = MLP()
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=10),
+                    include_collections=["weights"])
+    hook.register_module(model)
+    hook.set_mode(smd.modes.TRAIN)
+    x = torch.randn(2, 6)
+    for i in range(14):
+        model(x)
+        if i == 4:
+            hook.save_scalar("mid", 4.0)
+        if i == 12:
+            hook.set_mode(smd.modes.EVAL)
+    for _ in range(11):
+        model(x)
+    hook.set_mode(smd.modes.TRAIN)
+    model(x)
+    assert (hook.step, hook.mode_steps[smd.modes.TRAIN], hook.mode_steps[smd.modes.EVAL]) == (25, 13, 11)
+    hook.close()
+    data = read_out_dir(out)
+    assert steps_of(data, "scalar/mid", "TRAIN") == [4]
+    assert steps_of(data, "MLP_fc1.weight", "TRAIN") == [0, 10]
+    assert steps_of(data, "MLP_fc1.weight", "EVAL") == [0, 10]
+    assert sorted(step for _, step in data) == [0, 4, 10, 13, 23]  # global steps written
+
+
 def test_losses_and_sm_metric_scalars_reach_sagemaker_metrics(tmp_path, monkeypatch):
     """On a training job, saved losses (their mean) and sm_metric scalars become SageMaker
     Metrics lines named <tensor>_<MODE>, numbered by the mode's step."""
@@ -464,7 +493,9 @@ def test_internal_error_disables_hook_once_and_training_continues(tmp_path, logs
         calls.append(1)
         raise RuntimeError("synthetic failure")
 
-    monkeypatch.setattr(hook, "_capture", broken)
+    from smdebug_lite.pytorch.capture import StepBuffer
+
+    monkeypatch.setattr(StepBuffer, "capture_many", broken)  # (the parameters' snapshots)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for _ in range(4):
         opt.zero_grad()
@@ -648,7 +679,10 @@ def test_snapshots_reuse_their_shared_memory_and_steps_go_over_in_short(tmp_path
                 if not hasattr(hook._writer, "proc"):
                     pytest.skip("no writer process on this platform")
                 channel = hook._writer.proc.channel
-                channel.send = lambda msg, fds=(), send=channel.send: (sent.append(msg[0]), send(msg, fds))[1]
+                board = hook._writer.proc.board
+                posted_before = board._slots[board._HEAD]
+                # (a message is (sequence number, kind, ...))
+                channel.send = lambda msg, fds=(), send=channel.send: (sent.append(msg[1]), send(msg, fds))[1]
             opt.zero_grad()
             if step % 2 == 0:
                 expected[step] = model[0].weight.detach().clone().numpy()
@@ -662,8 +696,9 @@ def test_snapshots_reuse_their_shared_memory_and_steps_go_over_in_short(tmp_path
     finally:
         if channel is not None:
             del channel.send  # the writer process outlives this test
-    steps_sent = [kind for kind in sent if kind in ("step", "again")]
-    assert steps_sent and set(steps_sent) == {"again"}  # handed over in short
+    # Steps 6, 8 and 10 were handed over in short: on the board's ring, or as "again" messages.
+    assert "step" not in sent
+    assert board._slots[board._HEAD] - posted_before + sent.count("again") == 3
     out = read_out_dir(tmp_path / "run")
     for step in range(0, 12, 2):
         t = out[("worker_0", step)].tensors

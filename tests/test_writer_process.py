@@ -335,3 +335,143 @@ def test_a_repeat_of_an_unknown_step_is_an_error_not_a_silent_loss(tmp_path):
     proc.send(("again", w.wid, token, 0, "TRAIN", 0, [1.0, 2.0]))  # no full step came before
     with pytest.raises(RuntimeError, match="repeat of a step of 2 tensors, but the last one had 0"):
         w.flush()
+
+
+def test_the_ack_board_ring_hands_over_entries_in_order_and_says_when_it_is_full():
+    from smdebug_lite.writer.ack_board import AckBoard
+
+    trainer = AckBoard.create()
+    writer = AckBoard.attach(os.dup(trainer.fd), trainer.size)  # (what the writer process maps)
+    try:
+        n = AckBoard.RING_ENTRIES
+        assert n >= 32
+        for round_ in range(3):  # wraps around the ring
+            for i in range(n):
+                assert trainer.post_again(round_ * n + i, 1, 10 + i, i, 1, i, 1000.5 + i)
+            assert not trainer.post_again(-1, 1, 0, 0, 1, 0, 0.0)  # full until taken
+            got = writer.take_again()
+            assert [e[0] for e in got] == [round_ * n + i for i in range(n)]
+            assert got[3] == (round_ * n + 3, 1, 13, 3, 1, 3, 1003.5)
+            assert writer.take_again() == []
+        writer.post_active_until(123.25)
+        assert trainer.active_until == 123.25
+    finally:
+        trainer.close_fd()
+
+
+def _active_writer(tmp_path) -> tuple[wp.WriterProcess, wp.ProcessTrialWriter]:
+    """A writer process that polls (so repeat steps may go on the ring), with one writer open."""
+    from smdebug_lite.writer.ack_board import RING_SUPPORTED
+
+    if not RING_SUPPORTED:
+        pytest.skip("the ring is used only where stores are seen in program order (x86)")
+    proc = wp.writer_process()
+    w = proc.open_writer(str(tmp_path), "worker_0")
+    w.flush()  # (the writer process ran something just now: it polls for the next 2 s)
+    assert proc.board.active_until > time.monotonic() + wp.RING_MARGIN_S
+    return proc, w
+
+
+def _repeat(w: wp.ProcessTrialWriter, step: int, arrays: dict[str, np.ndarray]) -> None:
+    sw = w.new_step(step, ModeKeys.TRAIN, step)
+    for name, arr in arrays.items():
+        sw.add_tensor(name, arr, wall_time=2000.0 + step)
+    w.submit(sw)
+
+
+def test_repeat_steps_on_the_ring_run_in_order_with_socket_messages(tmp_path):
+    """A repeat step posted on the ring before a full step sent on the socket is written with
+    the template before that full step (the writer process runs both by sequence number)."""
+    proc, w = _active_writer(tmp_path)
+    a = proc.shared_array(np.dtype(np.float32), (50, 4))
+    c = proc.shared_array(np.dtype(np.int64), (7,))
+    sent = []
+    w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
+    head = proc.board._slots[proc.board._HEAD]
+    a[...] = 0
+    _repeat(w, 0, {"a": a})  # in full: the template
+    w.flush()
+    a[...] = 1
+    _repeat(w, 1, {"a": a})  # on the ring
+    c[...] = np.arange(7)
+    _repeat(w, 2, {"c": c})  # in full, on the socket, right behind it
+    _repeat(w, 3, {"c": c})  # on the ring again, with the new template
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    w.close()
+    assert [k for k in sent if k in ("step", "again")] == ["step", "step"]
+    assert proc.board._slots[proc.board._HEAD] - head == 2
+    assert not proc._in_flight
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == [0, 1, 2, 3]
+    assert trial.tensor_names(step=1) == ["a"] and trial.tensor_names(step=3) == ["c"]
+    assert np.array_equal(trial.tensor("a").value(1), np.ones((50, 4), np.float32))
+    assert trial.tensor("c").value(3).tolist() == list(range(7))
+    assert _wall_times(tmp_path, 1) == {"a": 2001.0}  # the step's own, from the ring entry
+
+
+def _wall_times(out_dir: Path, step: int) -> dict[str, float]:
+    from smdebug_lite.format.index_file import parse_index
+    from smdebug_lite.format.records import decode_record
+    from smdebug_lite.format.tensor_codec import decode_tensor_event
+
+    (index,) = out_dir.glob(f"index/*/{step:012d}_*.json")
+    doc = parse_index(index.read_text(), str(index))
+    buf = (out_dir / doc.event_file_name).read_bytes()
+    return {e.name: decode_tensor_event(decode_record(buf, e.start_idx)[0]).wall_time
+            for e in doc.tensors}
+
+
+def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tmp_path, monkeypatch):
+    proc, w = _active_writer(tmp_path)
+    monkeypatch.setattr(wp, "RING_MARGIN_S", 1e9)  # as if its polling ended long ago
+    a = proc.shared_array(np.dtype(np.float32), (20,))
+    sent = []
+    w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
+    head = proc.board._slots[proc.board._HEAD]
+    for step in range(3):
+        a[...] = step
+        _repeat(w, step, {"a": a})
+        w.flush()
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    w.close()
+    assert [k for k in sent if k in ("step", "again")] == ["step", "again", "again"]
+    assert proc.board._slots[proc.board._HEAD] == head
+    trial = create_trial(str(tmp_path))
+    assert [float(trial.tensor("a").value(s)[0]) for s in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_repeat_steps_posted_before_the_training_process_dies_are_written(tmp_path):
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        import numpy as np
+        sys.path.insert(0, {str(REPO)!r})
+        from smdebug_lite.modes import ModeKeys
+        from smdebug_lite.writer.writer_process import writer_process
+        proc = writer_process()
+        print(proc.popen.pid, flush=True)
+        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
+        w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
+        w.flush()
+        a = proc.shared_array(np.dtype(np.float32), (1000,))
+        a[...] = 7
+        head = proc.board._slots[proc.board._HEAD]
+        for step in range(20):
+            sw = w.new_step(step, ModeKeys.TRAIN, step)
+            sw.add_tensor("x", a, wall_time=5.0)
+            w.submit(sw)
+        print(proc.board._slots[proc.board._HEAD] - head, flush=True)
+        os._exit(0)  # no close, no flush: a crash right after the last submit
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    child, posted = (int(x) for x in out.stdout.split())
+    from smdebug_lite.writer.ack_board import RING_SUPPORTED
+
+    assert posted == (19 if RING_SUPPORTED else 0)
+    deadline = time.time() + 60
+    while time.time() < deadline and Path(f"/proc/{child}").exists():
+        time.sleep(0.05)
+    (tmp_path / "training_job_end.ts").touch()
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
+    assert np.array_equal(trial.tensor("x").value(19), np.full(1000, 7, dtype=np.float32))

@@ -70,7 +70,9 @@ def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
     return steps
 
 
-_generation = 0
+# The generation below, in a one-element list that hooks keep a reference to: reading it on a
+# step that saves nothing is one index, not a call into this module.
+GENERATION = [0]
 
 
 def schedule_generation() -> int:
@@ -78,12 +80,11 @@ def schedule_generation() -> int:
     "nothing saves before step N" between steps and recheck only after a change. Assigning an
     attribute of a SaveConfigMode, a mode of a SaveConfig or a collection's save_config counts
     as a change, and so does editing a ``save_steps`` list in place."""
-    return _generation
+    return GENERATION[0]
 
 
 def _schedules_changed() -> None:
-    global _generation
-    _generation += 1
+    GENERATION[0] += 1
 
 
 def _bumping(name: str):

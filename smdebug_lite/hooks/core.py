@@ -45,7 +45,12 @@ from smdebug_lite.config.collection import (
 from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.config.hook_json import parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode, schedule_generation
+from smdebug_lite.config.save_config import (
+    GENERATION,
+    SaveConfig,
+    SaveConfigMode,
+    schedule_generation,
+)
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
 from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
@@ -64,6 +69,7 @@ _H = TypeVar("_H", bound="HookCore")
 REDUCTION_PREFIX = "smdebug/reductions/"
 SCALAR_PREFIX = "scalar/"
 _TF_SUFFIX = re.compile(r":\d+")
+_FOREVER = 1 << 62  # quiet steps ahead when no collection ever saves again
 
 
 def reduction_tensor_name(tensor_name: str, reduction: str, is_abs: bool, keep_tf_suffix: bool = False) -> str:
@@ -177,6 +183,10 @@ class HookCore:
         # collection saves): steps strictly between the two skip the per-collection checks.
         self._quiet: dict[ModeKeys, tuple[int, int, float]] = {}
         self._schedules: dict[ModeKeys, tuple[int, list]] = {}  # see `_schedule`
+        # Steps an adapter may still start in one go, valid while GENERATION[0] is _quiet_gen
+        # (see `_quiet_steps_ahead`).
+        self._quiet_left = 0
+        self._quiet_gen = -1
         self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
         self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
@@ -274,6 +284,7 @@ class HookCore:
 
     def _prepare_collections(self) -> None:
         """Give every collection complete save and reduction configs (inherited from the hook)."""
+        self._quiet_left = 0
         # Included names the manager does not know yet (custom collections) are created first,
         # so that they get configs like every other collection.
         self._included = [
@@ -314,6 +325,7 @@ class HookCore:
 
     def set_mode(self, mode) -> None:
         mode = parse_mode(mode)
+        self._quiet_left = 0
         self.mode = mode
         self.mode_steps.setdefault(mode, -1)
 
@@ -343,25 +355,27 @@ class HookCore:
             self.mode_steps[ModeKeys.GLOBAL] = self.step
         self._begin()
 
-    def _start_quiet_step(self) -> bool:
-        """Start the next step in one go when it cannot save anything: nothing of the step
-        before is pending, and the mode's quiet window (see `_select_saving`) covers it. False
-        (and nothing changed) otherwise; `start_step` then does the full work."""
+    def _quiet_steps_ahead(self) -> int:
+        """How many of the next steps can start without any of the work of `start_step`: none
+        of them saves (the mode's quiet window, see `_select_saving`, covers them) and nothing
+        of this step will be pending. Adapters call it once a step has fully started and count
+        steps down with `_quiet_left`; anything that could change the answer (a mode, a
+        scalar, a schedule, a collection) sets `_quiet_left` to 0 or moves the generation."""
         if (self._step_writer is not None or self._saving or self._pending_scalars
-                or self._training_state is not None):
-            return False
+                or self._training_state is not None or self.disabled or self._closed):
+            return 0
         mode = self.mode
-        mode_step = self.mode_steps.get(mode, -1) + 1
-        if not self._quiet_covers(mode, mode_step):
-            return False
-        self.step += 1
-        self.mode_steps[mode] = mode_step
-        if mode is not ModeKeys.GLOBAL:
-            self.mode_steps[ModeKeys.GLOBAL] = self.step
-        return True
+        mode_step = self.mode_steps.get(mode, -1)
+        quiet = self._quiet.get(mode)
+        generation = GENERATION[0]
+        if quiet is None or quiet[0] != generation or not quiet[1] <= mode_step < quiet[2]:
+            return 0
+        self._quiet_gen = generation
+        return _FOREVER if quiet[2] == math.inf else int(quiet[2]) - mode_step - 1
 
     def set_step(self, step: int, mode=None) -> None:
         """Frameworks that know their own step (XGBoost iterations) set it directly."""
+        self._quiet_left = 0
         self.end_step()
         if mode is not None:
             self.set_mode(mode)
@@ -536,6 +550,20 @@ class HookCore:
         if self._tb is not None and raw is not None:
             self._tb_record(plan, raw, sw.step, sw.mode)
 
+    def write_step(self, items: list[tuple[TensorPlan, np.ndarray | None, dict | None, tuple]],
+                   wall_time: float) -> None:
+        """`write` for every (plan, raw, reductions, shape) an adapter captured in a step. A
+        step of raw tensors only (the usual case) goes into the step writer in one piece."""
+        sw = self._step_writer
+        if sw is not None and self._tb is None and self._sm_metrics is None and not self.dry_run:
+            entries = [(plan.name, raw, wall_time) for plan, raw, reductions, _ in items
+                       if raw is not None and plan.save_raw and not reductions and not plan.save_shape]
+            if len(entries) == len(items):
+                sw.add_tensors(entries)
+                return
+        for plan, raw, reductions, shape in items:
+            self.write(plan, raw, reductions, shape, wall_time)
+
     # -- user-facing saving ---------------------------------------------------------------------
 
     def save_scalar(self, name: str, value, sm_metric: bool = False, timestamp: float | None = None) -> None:
@@ -557,6 +585,7 @@ class HookCore:
                 self._tb.add_scalar(tag, float(np.asarray(arr).reshape(-1)[0]), self.step, self.mode)
 
     def _scalar_writer(self) -> StepWriter:
+        self._quiet_left = 0  # the step now has something to hand over when it ends
         if self._step_writer is None:
             self._step_writer = StepWriter(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
         return self._step_writer
@@ -587,6 +616,7 @@ class HookCore:
             self.write(plan, raw=arr, reductions=self._numpy_reductions(plan, arr), shape=arr.shape)
 
     def _begin_saving_recheck(self) -> None:
+        self._quiet_left = 0
         mode, mode_step = self.mode, self.mode_step
         self._select_saving(mode, mode_step)
         if self._saving and self.writes and self._step_writer is None and self.step >= 0:
@@ -722,6 +752,7 @@ class HookCore:
             yield
         except _SilentDisable:
             self.disabled = True
+            self._quiet_left = 0
         except Exception as e:
             self.disable(where, e)
 
@@ -729,6 +760,7 @@ class HookCore:
         if self.disabled:
             return
         self.disabled = True
+        self._quiet_left = 0
         self._step_writer = None
         logger.error(
             "smdebug-lite hook failed in %s and is now disabled for the rest of this run; "
@@ -741,6 +773,7 @@ class HookCore:
             if self._closed:
                 return
             self._closed = True
+            self._quiet_left = 0
         try:
             if not self.disabled:
                 with self.failsafe("close"):

@@ -40,6 +40,15 @@ _STRIDED = torch.strided
 _NUMPY_DTYPES = {t: torch.empty(0, dtype=t).numpy().dtype for t in _POOLED}
 
 
+def _copy_each(dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
+    for d, s in zip(dsts, srcs, strict=True):
+        d.copy_(s)
+
+
+# One call copies a list of tensors (a loop in C++ on CPU); older torch has no such op.
+_copy_all = getattr(torch, "_foreach_copy_", None) or _copy_each
+
+
 def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
     """numpy view of a CPU tensor the caller owns (exact for bfloat16 and float8 types)."""
     view = _BIT_VIEWS.get(t.dtype)
@@ -199,6 +208,38 @@ class StepBuffer:
                 return
             self._replaceable[plan.name] = len(self._items)
         self._items.append(item)
+
+    def capture_many(self, pairs: Sequence[tuple[TensorPlan, torch.Tensor]], tb: bool,
+                     replace: bool = False) -> None:
+        """`capture` for several tensors (a step's parameters, a backward pass's gradients):
+        the raw snapshots of plain tensors are copied by one call, and the per-tensor work is
+        one loop, not four calls per tensor (on the training thread, between torch kernels
+        that have evicted the interpreter's caches, each call costs microseconds). `tb`: a
+        TensorBoard writer wants the raw values of histogram and scalar tensors."""
+        dsts: list[torch.Tensor] = []
+        srcs: list[torch.Tensor] = []
+        take, taken, items = self.buffers.take, self._taken, self._items
+        for plan, tensor in pairs:
+            want_raw = plan.save_raw or (tb and (plan.histogram or plan.tb_scalar))
+            t = tensor.detach() if tensor.requires_grad else tensor
+            if plan.reductions or not want_raw or t.dtype not in _POOLED or t.layout is not _STRIDED or t.is_neg():
+                self.capture(plan, tensor, want_raw, replace)
+                continue
+            entry = take(t)
+            taken.append(entry)
+            dsts.append(entry[1])
+            srcs.append(t)
+            raw = entry[2]
+            item = (plan, raw, _NONE, raw.shape)
+            if replace:
+                at = self._replaceable.get(plan.name)
+                if at is not None:
+                    items[at] = item
+                    continue
+                self._replaceable[plan.name] = len(items)
+            items.append(item)
+        if dsts:
+            _copy_all(dsts, srcs)
 
     def _snapshot(self, t: torch.Tensor) -> np.ndarray:
         if t.dtype in _BIT_VIEWS or t.dtype == torch.complex32 or not t.numel():

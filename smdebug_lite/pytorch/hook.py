@@ -27,15 +27,18 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.save_config import GENERATION as _GENERATION
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.core import HookCore, TensorPlan
 from smdebug_lite.logger import get_logger
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 
 logger = get_logger(__name__)
+_GLOBAL = ModeKeys.GLOBAL
 
 GRADIENT_PREFIX = "gradient/"
 INPUT_SUFFIX = "_input_"
@@ -85,14 +88,14 @@ class _Root:
     params: list[tuple[str, nn.Parameter]]
     modules: list[tuple[str, nn.Module]]
     handles: list[RemovableHandle] = field(default_factory=list)
-    # (the hook's plan cache, [(parameter, plan)] of the parameters it saves): worked out again
+    # (the hook's plan cache, [(plan, parameter)] of the parameters it saves): worked out again
     # only when the set of saving collections (hence the plan cache) changes.
     saved_params: tuple[dict, list] | None = None
 
-    def params_to_save(self, hook: Hook) -> list[tuple[nn.Parameter, TensorPlan]]:
+    def params_to_save(self, hook: Hook) -> list[tuple[TensorPlan, nn.Parameter]]:
         cache = hook._plan_cache
         if self.saved_params is None or self.saved_params[0] is not cache:
-            pairs = [(p, plan) for tname, p in self.params if (plan := hook.plan(tname)) is not None]
+            pairs = [(plan, p) for tname, p in self.params if (plan := hook.plan(tname)) is not None]
             self.saved_params = (cache, pairs)
         return self.saved_params[1]
 
@@ -361,18 +364,24 @@ class Hook(HookCore):
 
     def forward_pre_hook(self, module: nn.Module, inputs: Any) -> None:
         """A registered module's forward begins: the previous step ends and a new one starts."""
+        left = self._quiet_left
+        if left and _GENERATION[0] == self._quiet_gen:
+            # Most steps: nothing to finish and nothing to save; only the counters move.
+            self._quiet_left = left - 1
+            step = self.step = self.step + 1
+            mode_steps, mode = self.mode_steps, self.mode
+            mode_steps[mode] += 1
+            if mode is not _GLOBAL:
+                mode_steps[_GLOBAL] = step
+            return
         if self.disabled or self._closed:
             return
-        if (not (self._capturing or self._grad_attached or self._io_counts or self._fwd_on
-                 or self._grads_pending) and self._start_quiet_step()):
-            return  # most steps: nothing to finish, nothing to save
         try:  # what `failsafe` does, without a context manager on every forward pass
             self.start_step()
             if self._capturing:
                 root = self._root_by_module.get(id(module))
                 if root is not None:
-                    for p, plan in root.params_to_save(self):
-                        self._capture(plan, p)
+                    self._buffer.capture_many(root.params_to_save(self), self._tb is not None)
         except Exception as e:
             with self.failsafe("forward_pre_hook"):
                 raise e
@@ -416,13 +425,10 @@ class Hook(HookCore):
         if not self._capturing:
             return
         try:  # what `failsafe` does, without a context manager in every backward pass
-            capture = self._buffer.capture
-            for grad_name, param in pending:
-                grad = param.grad
-                if grad is not None:
-                    plan = self.plan(grad_name)
-                    if plan is not None:
-                        capture(plan, grad, plan.save_raw or self._tb_wants(plan), True)
+            plan = self.plan
+            grads = [(p, g) for name, param in pending
+                     if (g := param.grad) is not None and (p := plan(name)) is not None]
+            self._buffer.capture_many(grads, self._tb is not None, replace=True)
         except Exception as e:
             with self.failsafe("gradient hook"):
                 raise e
@@ -444,11 +450,8 @@ class Hook(HookCore):
             plan = self.plan(f"{key}{idx}")
             idx += 1
             if plan is not None:
-                self._capture(plan, t)
+                self._buffer.capture(plan, t, plan.save_raw or self._tb_wants(plan))
         self._io_counts[key] = idx
-
-    def _capture(self, plan: TensorPlan, tensor: torch.Tensor) -> None:
-        self._buffer.capture(plan, tensor, plan.save_raw or self._tb_wants(plan))
 
     def _tb_wants(self, plan: TensorPlan) -> bool:
         """TensorBoard needs the raw value (for a histogram or scalar) even if it is not saved."""
@@ -456,10 +459,7 @@ class Hook(HookCore):
 
     def _flush_buffer(self) -> None:
         if len(self._buffer):
-            wall = time.time()  # one time for the step's tensors
-            write = self.write
-            for plan, raw, reductions, shape in self._buffer.drain():
-                write(plan, raw, reductions, shape, wall)
+            self.write_step(self._buffer.drain(), time.time())  # one time for the step's tensors
         taken = self._buffer.take_buffers()
         if taken:
             sw = self._step_writer
@@ -483,6 +483,8 @@ class Hook(HookCore):
             self._sync_grad_hooks()
         if self._capturing != self._fwd_on:
             self._set_forward_hooks(self._capturing)
+        if not (self._capturing or self._grad_attached or self._fwd_on):
+            self._quiet_left = self._quiet_steps_ahead()
 
     def end_step(self) -> None:
         """Write what the step captured (one host transfer for its reductions), then submit it."""
@@ -492,8 +494,11 @@ class Hook(HookCore):
                 self._buffer.drain()
                 self._buffer.take_buffers()
             else:
-                with self.failsafe("end_step"):
+                try:  # what `failsafe` does, without a context manager on every saved step
                     self._flush_buffer()
+                except Exception as e:
+                    with self.failsafe("end_step"):
+                        raise e
         super().end_step()
 
     def disable(self, where: str, error: BaseException) -> None:

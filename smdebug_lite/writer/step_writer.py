@@ -13,6 +13,10 @@ from smdebug_lite.format.tensor_codec import encode_tensor_record
 from smdebug_lite.modes import ModeKeys
 
 
+def _nbytes(entry: tuple[str, np.ndarray, float]) -> int:
+    return entry[1].nbytes
+
+
 class StepWriter:
     """Buffers a step in memory; encoding happens later, off the training thread.
 
@@ -38,6 +42,11 @@ class StepWriter:
         """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""
         self._tensors.append((name, value, time.time() if wall_time is None else wall_time))
         self.nbytes += getattr(value, "nbytes", 0)
+
+    def add_tensors(self, entries: list[tuple[str, np.ndarray, float]]) -> None:
+        """`add_tensor` for a whole step's (name, value, wall time) at once."""
+        self._tensors += entries
+        self.nbytes += sum(map(_nbytes, entries))
 
     def add_shape(self, name: str, shape: tuple[int, ...], original_name: str | None = None) -> None:
         self._shapes.append(ShapeEntry(name, original_name or name, tuple(int(d) for d in shape)))

@@ -38,7 +38,7 @@ import time
 import numpy as np
 
 from smdebug_lite.logger import get_logger
-from smdebug_lite.writer.ack_board import AckBoard
+from smdebug_lite.writer.ack_board import RING_SUPPORTED, AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
 from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
@@ -50,6 +50,8 @@ logger = get_logger(__name__)
 INLINE_BYTES = 4096  # arrays up to this size (not already in shared memory) travel inside the message
 ACK_WAIT_S = 0.0005  # how often a full arena looks at the ack board while it waits
 WRITER_CHOICES = ("process", "thread")
+# The ring is used only while the writer process's polling lasts at least this much longer.
+RING_MARGIN_S = 0.5
 
 
 def _start_timeout_s() -> float:
@@ -101,6 +103,7 @@ class WriterProcess:
         self.channel = Channel(parent_sock)
         self.lock = threading.RLock()
         self.dead: str | None = None
+        self._seq = 0  # sequence number of the next message, sent or posted on the ring
         self.waits = WriterWaits(capacity)
         self._ids = itertools.count()
         self._writers: dict[int, ProcessTrialWriter] = {}
@@ -133,11 +136,26 @@ class WriterProcess:
                 raise WriterProcessError(self.dead)
             if poll:
                 self.poll()
+            seq = self._seq
             try:
-                self.channel.send(msg, fds)
+                self.channel.send((seq, *msg), fds)
             except ChannelClosed:
                 self._died()
                 raise WriterProcessError(self.dead) from None
+            self._seq = seq + 1
+
+    def post_again(self, wid: int, token: int, step: int, mode: int, mode_step: int,
+                   wall: float) -> bool:
+        """Post a repeat step on the board's ring instead of sending it (see `AckBoard`), when
+        the writer process is polling and the ring has room. The caller holds `lock`."""
+        board = self.board
+        if (not RING_SUPPORTED or self.dead
+                or time.monotonic() > board.active_until - RING_MARGIN_S):
+            return False
+        if not board.post_again(self._seq, wid, token, step, mode, mode_step, wall):
+            return False
+        self._seq += 1
+        return True
 
     def poll(self, timeout: float = 0) -> bool:
         """Handle the steps written since the last call (read from the ack board, no system
@@ -279,6 +297,9 @@ class WriterProcess:
         return next(self._ids)
 
 
+_NAME, _VALUE, _WALL = operator.itemgetter(0), operator.itemgetter(1), operator.itemgetter(2)
+
+
 def _storage_env() -> dict[str, str]:
     """The variables storage reads (S3 endpoint, region, credentials), as they are now: the
     writer process was started earlier and may have an older environment."""
@@ -312,24 +333,30 @@ class ProcessTrialWriter:
             return
         self._raise_if_failed()
         entries = sw._tensors
-        values = [value for _, value, _ in entries]
-        names = [name for name, _, _ in entries]
-        keep: list = []
+        values = list(map(_VALUE, entries))
+        names = list(map(_NAME, entries))
         template = self._template
+        proc = self.proc
         if (template is not None and not sw._shapes and names == template[1]
                 and all(map(operator.is_, values, template[0]))):
-            kind, rest = "again", ([wall for _, _, wall in entries],)
-        else:
-            describe = self.proc.describe
-            tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
-            shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
-            in_place = not shapes and all(t[1][0] == "shm" for t in tensors) and not keep
-            self._template = (values, names) if in_place else None
-            kind, rest = "step", (tensors, shapes)
-        with self.proc.lock:
-            token = self.proc.track(sw, keep)
-            self._send((kind, self.wid, token, sw.step, sw.mode.name, sw.mode_step, *rest),
-                       poll=False)  # (_raise_if_failed read the board)
+            walls = list(map(_WALL, entries))
+            with proc.lock:
+                token = proc.track(sw, [])
+                if not (walls.count(walls[0]) == len(walls) and proc.post_again(
+                        self.wid, token, sw.step, sw.mode.value, sw.mode_step, walls[0])):
+                    self._send(("again", self.wid, token, sw.step, sw.mode.name, sw.mode_step,
+                                walls), poll=False)
+            return
+        keep: list = []
+        describe = proc.describe
+        tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
+        shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
+        in_place = not shapes and all(t[1][0] == "shm" for t in tensors) and not keep
+        self._template = (values, names) if in_place else None
+        with proc.lock:
+            token = proc.track(sw, keep)
+            self._send(("step", self.wid, token, sw.step, sw.mode.name, sw.mode_step, tensors,
+                        shapes), poll=False)  # (_raise_if_failed read the board)
 
     def write_collections(self, json_text: str) -> None:
         self._send(("collections", self.wid, json_text))

@@ -9,6 +9,7 @@ and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only
 
 from __future__ import annotations
 
+import collections
 import os
 import signal
 import socket
@@ -32,6 +33,9 @@ from smdebug_lite.writer.step_writer import StepWriter
 # After a quiet spell the loop blocks again, so an idle writer process does not wake up at all.
 POLL_INTERVAL_S = 0.001
 POLL_WHILE_ACTIVE_S = 2.0
+# A blocked loop still looks at the ring this often: an entry posted just as it stopped polling
+# waits at most this long.
+IDLE_RING_CHECK_S = 1.0
 
 
 def _describe_error(e: BaseException) -> str:
@@ -47,6 +51,9 @@ class WriterLoop:
         self.parent_gone = False
         self.board: AckBoard | None = None
         self.last_tensors: dict[int, list] = {}  # per writer: the last step sent in full
+        self.expected = 0  # sequence number of the next message to run
+        self.held: dict[int, tuple] = {}  # socket messages that came before their turn
+        self.ring: collections.deque[tuple] = collections.deque()  # ring entries not yet run
 
     def reply(self, msg: tuple) -> None:
         """Answer the training process; once it is gone, keep writing what it sent."""
@@ -60,26 +67,55 @@ class WriterLoop:
         self.reply(("ready", os.getpid()))
         last_message = time.monotonic()
         while True:
+            polling = time.monotonic() - last_message < POLL_WHILE_ACTIVE_S
             try:
-                if time.monotonic() - last_message < POLL_WHILE_ACTIVE_S:
+                if polling:
                     msgs = self.channel.recv_available(0)
-                    if not msgs:
-                        time.sleep(POLL_INTERVAL_S)
-                        continue
                 else:
-                    msgs = [self.channel.recv()]
+                    msg = self.channel.recv(IDLE_RING_CHECK_S)
+                    msgs = [] if msg is None else [msg]
             except ChannelClosed:
                 break
-            last_message = time.monotonic()
-            for msg in msgs:
-                try:
-                    getattr(self, "on_" + msg[0])(*msg[1:])
-                except Exception:  # a bug here must not stop the writing of later steps
-                    traceback.print_exc()
-        for files in self.files.values():  # the training process is gone: finish uploads only
+            if self._run_in_order(msgs):
+                last_message = time.monotonic()
+                if self.board is not None:
+                    self.board.post_active_until(last_message + POLL_WHILE_ACTIVE_S)
+            elif polling:
+                time.sleep(POLL_INTERVAL_S)
+        # The training process is gone: write what it posted (a message it did not finish
+        # sending leaves a gap in the order, which must not hold back the steps after it).
+        self._run_in_order([], gaps_allowed=True)
+        for files in self.files.values():  # finish uploads only
             try:
                 files.finish(mark_training_end=False)
             except Exception:
+                traceback.print_exc()
+
+    def _run_in_order(self, msgs: list[tuple], gaps_allowed: bool = False) -> bool:
+        """Run socket messages and ring entries (see `AckBoard`) by their sequence numbers;
+        what comes early waits for the ones before it. True when anything ran."""
+        held = self.held
+        for msg in msgs:
+            held[msg[0]] = msg[1:]
+        ring = self.ring
+        if self.board is not None:
+            ring.extend(self.board.take_again())
+        ran = False
+        while True:
+            seq = self.expected
+            msg = held.pop(seq, None)
+            if msg is None and ring and ring[0][0] <= seq:
+                msg = ("again_one", *ring.popleft()[1:])
+            if msg is None:
+                if not gaps_allowed or not (held or ring):
+                    return ran
+                self.expected = min([*held, *(e[0] for e in ring)])
+                continue
+            self.expected = seq + 1
+            ran = True
+            try:
+                getattr(self, "on_" + msg[0])(*msg[1:])
+            except Exception:  # a bug here must not stop the writing of later steps
                 traceback.print_exc()
 
     # -- messages --------------------------------------------------------------------------
@@ -113,6 +149,12 @@ class WriterLoop:
             return
         tensors = [(name, where, wall) for (name, where, _), wall in zip(last, walls, strict=True)]
         self.on_step(wid, token, step, mode, mode_step, tensors, [])
+
+    def on_again_one(self, wid: int, token: int, step: int, mode: int, mode_step: int,
+                     wall: float) -> None:
+        """A repeat step from the ring: every tensor has the same wall time."""
+        walls = [wall] * len(self.last_tensors.get(wid, ()))
+        self.on_again(wid, token, step, ModeKeys(mode).name, mode_step, walls or [wall])
 
     def on_step(self, wid: int, token: int, step: int, mode: str, mode_step: int,
                 tensors: list, shapes: list) -> None:
