@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -104,6 +105,7 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
         step(i)
         twin_step(i)
     elapsed = cpu = twin_elapsed = twin_cpu = 0.0
+    ratios = []  # per pair of blocks: hooked time / twin time
     wall, thread = time.perf_counter, time.thread_time
     for n, lo in enumerate(range(warmup, warmup + steps, PAIRED_BLOCK)):
         block = range(lo, min(lo + PAIRED_BLOCK, warmup + steps))
@@ -120,9 +122,11 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
         if n % 2 == 0:
             elapsed, cpu = elapsed + w1 - w0, cpu + c1 - c0
             twin_elapsed, twin_cpu = twin_elapsed + w2 - w1, twin_cpu + c2 - c1
+            ratios.append((w1 - w0) / (w2 - w1))
         else:
             twin_elapsed, twin_cpu = twin_elapsed + w1 - w0, twin_cpu + c1 - c0
             elapsed, cpu = elapsed + w2 - w1, cpu + c2 - c1
+            ratios.append((w2 - w1) / (w1 - w0))
     close_s = 0.0
     if hook is not None:
         t = time.perf_counter()
@@ -130,7 +134,8 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
         close_s = time.perf_counter() - t
     return {"ms_per_step": 1000 * elapsed / steps, "cpu_ms_per_step": 1000 * cpu / steps,
             "close_ms": 1000 * close_s, "paired_ms_per_step": 1000 * twin_elapsed / steps,
-            "paired_cpu_ms_per_step": 1000 * twin_cpu / steps}
+            "paired_cpu_ms_per_step": 1000 * twin_cpu / steps,
+            "block_median_ratio": _median(ratios)}
 
 
 ROW_FUNCTIONS: list[Callable[[], list[Scenario]]] = [pytorch_rows]
@@ -234,8 +239,10 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
                              for r in runs[(sc.name, label)]):
         return
     print(f"\n{scenarios[0].framework}: paired with a plain twin model in the same process "
-          "(alternating blocks; median of runs)")
-    header = f"{'scenario':40s}" + "".join(f"{label:>16s}{'overhead':>10s}{'added/saved':>13s}"
+          "(alternating blocks; median of runs). 'overhead': total time against the twin's;")
+    print("'block med': the median over pairs of blocks, which a moment when the VM stalls one "
+          "block does not move")
+    header = f"{'scenario':40s}" + "".join(f"{label:>16s}{'overhead':>10s}{'block med':>10s}{'added/saved':>13s}"
                                              for label, _, _ in impls)
     print(header)
     print("-" * len(header))
@@ -248,13 +255,14 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
                 continue
             ms = _median([r["ms_per_step"] for r in rs])
             over = _median([r["ms_per_step"] / r["paired_ms_per_step"] - 1 for r in rs])
+            block = _median([r.get("block_median_ratio", math.nan) - 1 for r in rs])
             if sc.saved_every is None:
-                row += f"{ms:16.3f}{100 * over:+9.1f}%{'-':>13s}"
+                row += f"{ms:16.3f}{100 * over:+9.1f}%{100 * block:+9.1f}%{'-':>13s}"
                 continue
             per_saved = _median([(r["ms_per_step"] - r["paired_ms_per_step"]) * sc.saved_every
                                  for r in rs])
             added[(sc.name, label)] = per_saved
-            row += f"{ms:16.3f}{100 * over:+9.1f}%{per_saved:13.3f}"
+            row += f"{ms:16.3f}{100 * over:+9.1f}%{100 * block:+9.1f}%{per_saved:13.3f}"
         print(row)
     if len(impls) > 1:
         ours, theirs = impls[0][0], impls[1][0]

@@ -781,3 +781,37 @@ def test_a_backward_pass_that_fails_does_not_cost_later_gradients(tmp_path):
     for step in (2, 4):
         np.testing.assert_array_equal(value_at(data, "gradient/MLP_fc1.weight", "GLOBAL", step),
                                       expected[step])
+
+
+def test_a_copy_of_a_hooked_model_is_another_model(tmp_path):
+    """copy.deepcopy (an EMA or best-so-far model) and torch.save of a whole hooked model work;
+    the copy's forward passes are not steps of the hooked model, which saves on as before."""
+    import copy
+    import io
+
+    out = tmp_path / "run"
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights", "losses"])
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    x, y = torch.randn(4, 6), torch.randint(0, 3, (4,))
+    loss_fn(model(x), y)
+    twin = copy.deepcopy(model)
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    for m in (twin, loaded, twin, loaded):
+        loss_fn(m(x), y)
+    loss_fn(model(x), y)
+    assert hook.step == 1  # two forward passes of the hooked model, whatever the copies did
+    hook.close()
+    data = read_out_dir(out)
+    assert sorted(step for _, step in data) == [0, 1]
+    assert np.array_equal(data[("worker_0", 1)].tensors["MLP_fc1.weight"],
+                          twin.fc1.weight.detach().numpy())  # (nobody trained: same weights)
+    from smdebug_lite.pytorch.hook import _Inert
+
+    for m in (twin, loaded):
+        assert all(isinstance(h, _Inert) for h in m._forward_pre_hooks.values())

@@ -137,6 +137,32 @@ class HostBuffers:
         buf = torch.empty(key[0], dtype=like.dtype, pin_memory=pinned)
         return slot, buf, buf.numpy()
 
+    def take_many(self, likes: Sequence[torch.Tensor]) -> list[Buffer]:
+        """`take` for several tensors at once: the same buffers, in order, with one lock."""
+        proc = self.writer_process
+        if proc is not None:
+            # Steps written since the last look give their buffers back first: the pools are
+            # stacks, so the buffers of the step written last are taken again, and a step in
+            # the same buffers as the last one goes over in short ("again").
+            proc.poll()
+        slots, touched = self._slots, self._touched
+        out: list[Buffer | None] = []
+        later: list[int] = []  # CUDA tensors, and pools with nothing free: `take` deals with them
+        with self._lock:
+            for t in likes:
+                slot = None if t.is_cuda else slots.get((t.shape, t.dtype, False, proc))
+                if slot is None or not slot.free:
+                    later.append(len(out))
+                    out.append(None)
+                    continue
+                if not slot.taken:
+                    touched.append(slot)
+                slot.taken += 1
+                out.append(slot.free.pop())
+        for i in later:  # (rare in a steady run: buffers are back by the next saved step)
+            out[i] = self.take(likes[i])
+        return out  # type: ignore[return-value]
+
     def end_step(self) -> None:
         """A step's captures are done: grow what the pool keeps to twice that step's use."""
         if self._touched:
@@ -212,34 +238,40 @@ class StepBuffer:
     def capture_many(self, pairs: Sequence[tuple[TensorPlan, torch.Tensor]], tb: bool,
                      replace: bool = False) -> None:
         """`capture` for several tensors (a step's parameters, a backward pass's gradients):
-        the raw snapshots of plain tensors are copied by one call, and the per-tensor work is
-        one loop, not four calls per tensor (on the training thread, between torch kernels
-        that have evicted the interpreter's caches, each call costs microseconds). `tb`: a
-        TensorBoard writer wants the raw values of histogram and scalar tensors."""
-        dsts: list[torch.Tensor] = []
-        srcs: list[torch.Tensor] = []
-        take, taken, items = self.buffers.take, self._taken, self._items
-        for plan, tensor in pairs:
-            want_raw = plan.save_raw or (tb and (plan.histogram or plan.tb_scalar))
-            t = tensor.detach() if tensor.requires_grad else tensor
-            if plan.reductions or not want_raw or t.dtype not in _POOLED or t.layout is not _STRIDED or t.is_neg():
-                self.capture(plan, tensor, want_raw, replace)
-                continue
-            entry = take(t)
-            taken.append(entry)
-            dsts.append(entry[1])
-            srcs.append(t)
-            raw = entry[2]
-            item = (plan, raw, _NONE, raw.shape)
-            if replace:
-                at = self._replaceable.get(plan.name)
-                if at is not None:
+        when all are plain tensors saved raw (the usual case), their buffers are taken at once
+        and one call copies them all, and the per-tensor work is one loop instead of several
+        calls per tensor (on the training thread, between torch kernels that have evicted the
+        interpreter's caches, each call costs microseconds). `tb`: a TensorBoard writer wants
+        the raw values of histogram and scalar tensors."""
+        if not pairs:
+            return
+        srcs = [tensor.detach() if tensor.requires_grad else tensor for _, tensor in pairs]
+        for (plan, _), t in zip(pairs, srcs, strict=True):
+            if (plan.reductions or not (plan.save_raw or (tb and (plan.histogram or plan.tb_scalar)))
+                    or t.dtype not in _POOLED or t.layout is not _STRIDED or t.is_neg()):
+                break
+        else:  # all plain
+            entries = self.buffers.take_many(srcs)
+            self._taken += entries
+            _copy_all([e[1] for e in entries], srcs)
+            items = self._items
+            if not replace:
+                items += [(plan, e[2], _NONE, e[2].shape) for (plan, _), e in zip(pairs, entries, strict=True)]
+                return
+            replaceable = self._replaceable
+            for (plan, _), entry in zip(pairs, entries, strict=True):
+                raw = entry[2]
+                item = (plan, raw, _NONE, raw.shape)
+                at = replaceable.get(plan.name)
+                if at is None:
+                    replaceable[plan.name] = len(items)
+                    items.append(item)
+                else:
                     items[at] = item
-                    continue
-                self._replaceable[plan.name] = len(items)
-            items.append(item)
-        if dsts:
-            _copy_all(dsts, srcs)
+            return
+        for plan, tensor in pairs:
+            self.capture(plan, tensor, plan.save_raw or (tb and (plan.histogram or plan.tb_scalar)),
+                         replace)
 
     def _snapshot(self, t: torch.Tensor) -> np.ndarray:
         if t.dtype in _BIT_VIEWS or t.dtype == torch.complex32 or not t.numel():
@@ -260,13 +292,14 @@ class StepBuffer:
         return taken
 
     def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict | None, tuple[int, ...]]]:
-        """Everything captured, with reductions as host numpy 0-d arrays (None where a tensor
-        has none); empties the buffer."""
+        """Everything captured, with reductions as host numpy 0-d arrays (an empty sequence
+        where a tensor has none); empties the buffer."""
         items, self._items = self._items, []
-        self._replaceable = {}
+        if self._replaceable:
+            self._replaceable = {}
         tensors = [r for it in items for r in it[2]]
         if not tensors:
-            return [(plan, raw, None, shape) for plan, raw, _, shape in items]
+            return items
         host = iter(_to_host(tensors))
         out = []
         for plan, raw, reductions, shape in items:

@@ -78,6 +78,38 @@ def _no_compile(fn):
     return fn if _skipped_by_compile or disable is None else disable(fn)
 
 
+class _Inert:
+    """What a copy of a hooked model gets in place of this package's hooks: nothing to do."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any) -> None:
+        return None
+
+    def __reduce__(self):
+        return (_Inert, ())
+
+
+class _HookCallback(functools.partial):
+    """A torch hook of this package (a partial: calling it adds no Python frame).
+
+    ``copy.deepcopy(model)`` and pickling a whole model (``torch.save(model)``) copy the
+    modules' hook dicts. A copy is another model: its forward passes are no steps of this one,
+    and this Hook (a writer, locks) cannot be copied anyway. So copies get an `_Inert` hook."""
+
+    __slots__ = ()
+
+    def __deepcopy__(self, memo: dict) -> _Inert:
+        return _Inert()
+
+    def __reduce__(self):
+        return (_Inert, ())
+
+
+def _torch_hook(fn) -> _HookCallback:
+    return _HookCallback(_no_compile(fn))
+
+
 @dataclass(slots=True)
 class _Root:
     """A registered module: what it is called and what it holds."""
@@ -139,6 +171,7 @@ class Hook(HookCore):
         self._loss_handles: dict[int, RemovableHandle] = {}
         self._io_handles: dict[int, RemovableHandle] = {}
         self._grad_handles: dict[int, RemovableHandle] = {}  # registered once per parameter
+        self._grad_slots: dict[int, tuple[dict, int]] = {}  # (its hook dict, its key there)
         self._grad_attached: frozenset[int] = frozenset()  # whose callback is in its hook dict
         # Parameters whose gradients an included collection matches: (id, name, parameter,
         # callback), and which of them each set of saving collections wants hooked.
@@ -150,8 +183,8 @@ class Hook(HookCore):
         self._io_wants_by_name: dict[str, tuple[bool, bool]] = {}
         self._capturing = False
         self._grads_pending: list[tuple[str, torch.Tensor]] = []  # see `_make_grad_hook`
-        # handle id -> (handle, callback) of every forward hook, and whether they are attached
-        self._fwd_callbacks: dict[int, tuple[RemovableHandle, Any]] = {}
+        # (hook dict, key there, callback) of every forward hook, and whether they are attached
+        self._fwd_slots: list[tuple[dict, int, Any]] = []
         self._fwd_on = True
         super().__init__(
             out_dir,
@@ -241,7 +274,7 @@ class Hook(HookCore):
             params = [(f"{root_name}_{n}", p) for n, p in inner.named_parameters()]
             modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
             root = _Root(module, inner, root_name, params, modules)
-            root.handles.append(module.register_forward_pre_hook(_no_compile(self.forward_pre_hook)))
+            root.handles.append(module.register_forward_pre_hook(_torch_hook(self.forward_pre_hook)))
             self._roots.append(root)
             self._root_by_module[id(module)] = root
             if self._prepared:
@@ -263,30 +296,24 @@ class Hook(HookCore):
             self._loss_handles[id(loss_module)] = self._add_forward_hook(loss_module, name)
 
     def _add_forward_hook(self, module: nn.Module, name: str) -> RemovableHandle:
-        callback = _no_compile(functools.partial(self._forward_io_hook, name))
+        callback = _torch_hook(functools.partial(self._forward_io_hook, name))
         handle = module.register_forward_hook(callback)
-        self._fwd_callbacks[handle.id] = (handle, callback)
+        slot = (handle.hooks_dict_ref(), handle.id, callback)
+        self._fwd_slots.append(slot)
         if not self._fwd_on:
-            self._put_hook(handle, callback, False)
+            slot[0].pop(slot[1], None)
         return handle
-
-    @staticmethod
-    def _put_hook(handle: RemovableHandle, callback: Any, on: bool) -> None:
-        """Put a registered hook's callback in its hook dict, or take it out (see
-        `_sync_grad_hooks`)."""
-        hooks = handle.hooks_dict_ref()
-        if hooks is not None:
-            if on:
-                hooks[handle.id] = callback
-            else:
-                hooks.pop(handle.id, None)
 
     def _set_forward_hooks(self, on: bool) -> None:
         """Forward hooks (losses, module inputs/outputs) are in their modules' hook dicts only
         while a step captures: on other steps those modules run torch's hook-free fast path.
         Registered once; attaching and detaching only move the callback in and out."""
-        for handle, callback in self._fwd_callbacks.values():
-            self._put_hook(handle, callback, on)
+        if on:
+            for hooks, key, callback in self._fwd_slots:
+                hooks[key] = callback
+        else:
+            for hooks, key, _ in self._fwd_slots:
+                hooks.pop(key, None)
         self._fwd_on = on
 
     def _sync_hooks(self) -> None:
@@ -324,17 +351,19 @@ class Hook(HookCore):
         attached = self._grad_attached
         if wanted == attached:
             return
-        handles = self._grad_handles
+        handles, slots = self._grad_handles, self._grad_slots
         for pid, _, p, callback in self._grad_params:
             if pid in wanted:
                 if pid not in attached:
-                    handle = handles.get(pid)
-                    if handle is None:
-                        handles[pid] = p.register_post_accumulate_grad_hook(callback)
+                    slot = slots.get(pid)
+                    if slot is None:
+                        handle = handles[pid] = p.register_post_accumulate_grad_hook(callback)
+                        slots[pid] = (handle.hooks_dict_ref(), handle.id)
                     else:
-                        self._put_hook(handle, callback, True)
+                        slot[0][slot[1]] = callback
             elif pid in attached:
-                self._put_hook(handles[pid], callback, False)
+                slot = slots[pid]
+                slot[0].pop(slot[1], None)
         self._grad_attached = wanted
 
     @property
@@ -352,8 +381,9 @@ class Hook(HookCore):
             r.handles.clear()
         self._loss_handles.clear()
         self._io_handles.clear()
-        self._fwd_callbacks.clear()
+        self._fwd_slots.clear()
         self._grad_handles.clear()
+        self._grad_slots.clear()
         self._grad_attached = frozenset()
         self._grad_params.clear()
         self._grad_wanted.clear()
@@ -425,9 +455,14 @@ class Hook(HookCore):
         if not self._capturing:
             return
         try:  # what `failsafe` does, without a context manager in every backward pass
-            plan = self.plan
-            grads = [(p, g) for name, param in pending
-                     if (g := param.grad) is not None and (p := plan(name)) is not None]
+            plans = self._plan_cache
+            grads = []
+            for name, param in pending:
+                grad = param.grad
+                if grad is not None:
+                    plan = plans[name] if name in plans else self.plan(name)
+                    if plan is not None:
+                        grads.append((plan, grad))
             self._buffer.capture_many(grads, self._tb is not None, replace=True)
         except Exception as e:
             with self.failsafe("gradient hook"):
@@ -446,7 +481,7 @@ class Hook(HookCore):
     def _save_io(self, name: str, suffix: str, value: Any) -> None:
         key = name + suffix
         idx = self._io_counts.get(key, 0)
-        for t in _tensors_in(value):
+        for t in (value,) if isinstance(value, torch.Tensor) else _tensors_in(value):
             plan = self.plan(f"{key}{idx}")
             idx += 1
             if plan is not None:

@@ -13,10 +13,6 @@ from smdebug_lite.format.tensor_codec import encode_tensor_record
 from smdebug_lite.modes import ModeKeys
 
 
-def _nbytes(entry: tuple[str, np.ndarray, float]) -> int:
-    return entry[1].nbytes
-
-
 class StepWriter:
     """Buffers a step in memory; encoding happens later, off the training thread.
 
@@ -24,7 +20,7 @@ class StepWriter:
     belongs to exactly one (step, mode, mode_step).
     """
 
-    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "nbytes", "on_written")
+    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "on_written")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int) -> None:
         self.step = step
@@ -33,7 +29,6 @@ class StepWriter:
         self.mode_step = mode_step
         self._tensors: list[tuple[str, np.ndarray, float]] = []
         self._shapes: list[ShapeEntry] = []
-        self.nbytes = 0
         # Called (on the writer's thread) once the step's files are written: the arrays are no
         # longer needed, so a hook may reuse their memory.
         self.on_written: Callable[[], None] | None = None
@@ -41,15 +36,18 @@ class StepWriter:
     def add_tensor(self, name: str, value: np.ndarray, wall_time: float | None = None) -> None:
         """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""
         self._tensors.append((name, value, time.time() if wall_time is None else wall_time))
-        self.nbytes += getattr(value, "nbytes", 0)
 
     def add_tensors(self, entries: list[tuple[str, np.ndarray, float]]) -> None:
         """`add_tensor` for a whole step's (name, value, wall time) at once."""
         self._tensors += entries
-        self.nbytes += sum(map(_nbytes, entries))
 
     def add_shape(self, name: str, shape: tuple[int, ...], original_name: str | None = None) -> None:
         self._shapes.append(ShapeEntry(name, original_name or name, tuple(int(d) for d in shape)))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the step's arrays (the thread writer bounds what is pending by it)."""
+        return sum(getattr(value, "nbytes", 0) for _, value, _ in self._tensors)
 
     def __len__(self) -> int:
         return len(self._tensors) + len(self._shapes)
