@@ -347,11 +347,11 @@ def test_the_ack_board_ring_hands_over_entries_in_order_and_says_when_it_is_full
         assert n >= 32
         for round_ in range(3):  # wraps around the ring
             for i in range(n):
-                assert trainer.post_again(round_ * n + i, 1, 10 + i, i, 1, i, 1000.5 + i)
-            assert not trainer.post_again(-1, 1, 0, 0, 1, 0, 0.0)  # full until taken
+                assert trainer.post_again(round_ * n + i, 1, 10 + i, i, 1, i, 1000.5 + i, i % 2)
+            assert not trainer.post_again(-1, 1, 0, 0, 1, 0, 0.0, 0)  # full until taken
             got = writer.take_again()
             assert [e[0] for e in got] == [round_ * n + i for i in range(n)]
-            assert got[3] == (round_ * n + 3, 1, 13, 3, 1, 3, 1003.5)
+            assert got[3] == (round_ * n + 3, 1, 13, 3, 1, 3, 1003.5, 1)
             assert writer.take_again() == []
         writer.post_active_until(123.25)
         assert trainer.active_until == 123.25
@@ -475,3 +475,24 @@ def test_repeat_steps_posted_before_the_training_process_dies_are_written(tmp_pa
     trial = create_trial(str(tmp_path))
     assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
     assert np.array_equal(trial.tensor("x").value(19), np.full(1000, 7, dtype=np.float32))
+
+
+def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path):
+    """Saving every step, the pools alternate between two sets of buffers (one being written
+    while the next is captured): after one full step of each, both go over in short."""
+    proc, w = _active_writer(tmp_path)
+    sets = [proc.shared_array(np.dtype(np.float32), (30,)) for _ in range(2)]
+    sent = []
+    w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
+    head = proc.board._slots[proc.board._HEAD]
+    for step in range(6):
+        arr = sets[step % 2]
+        arr[...] = step
+        _repeat(w, step, {"x": arr})
+        w.flush()  # (written before its buffer is filled again)
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    w.close()
+    assert [k for k in sent if k in ("step", "again")] == ["step", "step"]
+    assert proc.board._slots[proc.board._HEAD] - head == 4
+    trial = create_trial(str(tmp_path))
+    assert [float(trial.tensor("x").value(s)[0]) for s in range(6)] == [0, 1, 2, 3, 4, 5]

@@ -25,9 +25,9 @@ import os
 import platform
 import struct
 
-# (sequence number, writer id, token, step, mode value, mode step, wall time)
-_ENTRY = struct.Struct("<qqqqqqd")
-_ENTRY_SLOTS = 8  # int64 slots per entry (one spare)
+# (sequence number, writer id, token, step, mode value, mode step, wall time, template slot)
+_ENTRY = struct.Struct("<qqqqqqdq")
+_ENTRY_SLOTS = 8  # int64 slots per entry
 # Where stores become visible in program order, so a reader that sees the head moved sees the
 # entry behind it.
 RING_SUPPORTED = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
@@ -97,18 +97,18 @@ class AckBoard:
     # -- the ring of repeat steps ------------------------------------------------------------
 
     def post_again(self, seq: int, wid: int, token: int, step: int, mode: int, mode_step: int,
-                   wall: float) -> bool:
+                   wall: float, template: int) -> bool:
         """(Training process) post a repeat step; False when the ring is full."""
         slots = self._slots
         head = slots[self._HEAD]
         if head - slots[self._TAIL] >= self._ring_entries:
             return False
         offset = 8 * (self._RING + (head % self._ring_entries) * _ENTRY_SLOTS)
-        _ENTRY.pack_into(self.mm, offset, seq, wid, token, step, mode, mode_step, wall)
+        _ENTRY.pack_into(self.mm, offset, seq, wid, token, step, mode, mode_step, wall, template)
         slots[self._HEAD] = head + 1  # (after the entry: see the module docstring)
         return True
 
-    def take_again(self) -> list[tuple[int, int, int, int, int, int, float]]:
+    def take_again(self) -> list[tuple[int, int, int, int, int, int, float, int]]:
         """(Writer process) the entries posted since the last call, oldest first; their places
         are free for new entries once this returns."""
         head = self._slots[self._HEAD]

@@ -145,14 +145,14 @@ class WriterProcess:
             self._seq = seq + 1
 
     def post_again(self, wid: int, token: int, step: int, mode: int, mode_step: int,
-                   wall: float) -> bool:
+                   wall: float, template: int) -> bool:
         """Post a repeat step on the board's ring instead of sending it (see `AckBoard`), when
         the writer process is polling and the ring has room. The caller holds `lock`."""
         board = self.board
         if (not RING_SUPPORTED or self.dead
                 or time.monotonic() > board.active_until - RING_MARGIN_S):
             return False
-        if not board.post_again(self._seq, wid, token, step, mode, mode_step, wall):
+        if not board.post_again(self._seq, wid, token, step, mode, mode_step, wall, template):
             return False
         self._seq += 1
         return True
@@ -316,10 +316,14 @@ class ProcessTrialWriter:
         self.worker = worker
         self.error: BaseException | None = None
         self._closed = False
-        # The last step sent in full: (its arrays, its tensor names). A step made of the same
-        # arrays (pooled snapshots reused) under the same names is sent as "again": the writer
-        # process already knows where each one lives.
-        self._template: tuple[list, list[str]] | None = None
+        # The last two steps sent in full whose arrays all live in shared memory: (their
+        # arrays, their tensor names), in the slot the writer process keeps them in. A step made
+        # of the same arrays (pooled snapshots reused) under the same names as one of them is
+        # sent as "again": the writer process already knows where each one lives. Two, because
+        # a writer process that has not finished one step when the next one is captured (every
+        # step saved, or a busy machine) has the pools alternate between two sets of buffers.
+        self._templates: list[tuple[list, list[str]] | None] = [None, None]
+        self._next_template = 0
 
     @property
     def total_wait_s(self) -> float:
@@ -335,28 +339,37 @@ class ProcessTrialWriter:
         entries = sw._tensors
         values = list(map(_VALUE, entries))
         names = list(map(_NAME, entries))
-        template = self._template
         proc = self.proc
-        if (template is not None and not sw._shapes and names == template[1]
-                and all(map(operator.is_, values, template[0]))):
+        template = -1 if sw._shapes else self._template_of(values, names)
+        if template >= 0:
             walls = list(map(_WALL, entries))
             with proc.lock:
                 token = proc.track(sw, [])
                 if not (walls.count(walls[0]) == len(walls) and proc.post_again(
-                        self.wid, token, sw.step, sw.mode.value, sw.mode_step, walls[0])):
+                        self.wid, token, sw.step, sw.mode.value, sw.mode_step, walls[0], template)):
                     self._send(("again", self.wid, token, sw.step, sw.mode.name, sw.mode_step,
-                                walls), poll=False)
+                                walls, template), poll=False)
             return
         keep: list = []
         describe = proc.describe
         tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
         shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
-        in_place = not shapes and all(t[1][0] == "shm" for t in tensors) and not keep
-        self._template = (values, names) if in_place else None
+        if not shapes and all(t[1][0] == "shm" for t in tensors) and not keep:
+            template = self._next_template
+            self._next_template = 1 - template
+            self._templates[template] = (values, names)
         with proc.lock:
             token = proc.track(sw, keep)
             self._send(("step", self.wid, token, sw.step, sw.mode.name, sw.mode_step, tensors,
-                        shapes), poll=False)  # (_raise_if_failed read the board)
+                        shapes, template), poll=False)  # (_raise_if_failed read the board)
+
+    def _template_of(self, values: list, names: list[str]) -> int:
+        """The slot of the template these arrays and names repeat, or -1."""
+        for slot, template in enumerate(self._templates):
+            if (template is not None and names == template[1]
+                    and all(map(operator.is_, values, template[0]))):
+                return slot
+        return -1
 
     def write_collections(self, json_text: str) -> None:
         self._send(("collections", self.wid, json_text))
@@ -371,7 +384,7 @@ class ProcessTrialWriter:
         if self._closed:
             return
         self._closed = True
-        self._template = None
+        self._templates = [None, None]
         if mark_training_end is None:
             mark_training_end = not on_sagemaker()
         self._ask("close", timeout=3600, extra=(bool(mark_training_end),))

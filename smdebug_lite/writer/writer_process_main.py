@@ -50,7 +50,8 @@ class WriterLoop:
         self.failed: dict[int, str] = {}
         self.parent_gone = False
         self.board: AckBoard | None = None
-        self.last_tensors: dict[int, list] = {}  # per writer: the last step sent in full
+        # (writer, template slot) -> a step sent in full that repeat steps refer to
+        self.templates: dict[tuple[int, int], list] = {}
         self.expected = 0  # sequence number of the next message to run
         self.held: dict[int, tuple] = {}  # socket messages that came before their turn
         self.ring: collections.deque[tuple] = collections.deque()  # ring entries not yet run
@@ -139,26 +140,32 @@ class WriterLoop:
             self._fail(wid, e)
 
     def on_again(self, wid: int, token: int, step: int, mode: str, mode_step: int,
-                 walls: list[float]) -> None:
-        """A step whose tensors lie where those of the last full step did, under the same names."""
-        last = self.last_tensors.get(wid, [])
-        if len(last) != len(walls):  # (a protocol error: the trainer keeps the same template)
+                 walls: list[float], template: int = 0) -> None:
+        """A step whose tensors lie where those of a full step did, under the same names."""
+        last = self.templates.get((wid, template), [])
+        if len(last) != len(walls):  # (a protocol error: the trainer keeps the same templates)
             self._fail(wid, RuntimeError(f"step {step} was sent as the repeat of a step of "
                                          f"{len(walls)} tensors, but the last one had {len(last)}"))
             self.board.post_done(token)
             return
         tensors = [(name, where, wall) for (name, where, _), wall in zip(last, walls, strict=True)]
-        self.on_step(wid, token, step, mode, mode_step, tensors, [])
+        self._write(wid, token, step, mode, mode_step, tensors, [])
 
     def on_again_one(self, wid: int, token: int, step: int, mode: int, mode_step: int,
-                     wall: float) -> None:
+                     wall: float, template: int) -> None:
         """A repeat step from the ring: every tensor has the same wall time."""
-        walls = [wall] * len(self.last_tensors.get(wid, ()))
-        self.on_again(wid, token, step, ModeKeys(mode).name, mode_step, walls or [wall])
+        walls = [wall] * len(self.templates.get((wid, template), ()))
+        self.on_again(wid, token, step, ModeKeys(mode).name, mode_step, walls or [wall], template)
 
     def on_step(self, wid: int, token: int, step: int, mode: str, mode_step: int,
-                tensors: list, shapes: list) -> None:
-        self.last_tensors[wid] = tensors
+                tensors: list, shapes: list, template: int = -1) -> None:
+        """A step in full; with a template slot >= 0, later repeat steps may refer to it."""
+        if template >= 0:
+            self.templates[(wid, template)] = tensors
+        self._write(wid, token, step, mode, mode_step, tensors, shapes)
+
+    def _write(self, wid: int, token: int, step: int, mode: str, mode_step: int,
+               tensors: list, shapes: list) -> None:
         if wid in self.files and wid not in self.failed:
             try:
                 sw = StepWriter(step, self.files[wid].worker, ModeKeys[mode], mode_step)
@@ -188,7 +195,8 @@ class WriterLoop:
         self.reply(("flushed", token, self.failed.get(wid)))
 
     def on_close(self, wid: int, token: int, mark_training_end: bool) -> None:
-        self.last_tensors.pop(wid, None)
+        for key in [k for k in self.templates if k[0] == wid]:
+            del self.templates[key]
         files = self.files.pop(wid, None)
         if files is not None:
             try:
