@@ -140,10 +140,10 @@ class HostBuffers:
     def take_many(self, likes: Sequence[torch.Tensor]) -> list[Buffer]:
         """`take` for several tensors at once: the same buffers, in order, with one lock."""
         proc = self.writer_process
-        if proc is not None:
-            # Steps written since the last look give their buffers back first: the pools are
-            # stacks, so the buffers of the step written last are taken again, and a step in
-            # the same buffers as the last one goes over in short ("again").
+        if proc is not None and not self._touched:
+            # At a step's first batch, steps written since the last look give their buffers
+            # back first: the pools are stacks, so the buffers of the step written last are
+            # taken again, and a step in the same buffers as one before goes over in short.
             proc.poll()
         slots, touched = self._slots, self._touched
         out: list[Buffer | None] = []
