@@ -49,7 +49,6 @@ from smdebug_lite.config.save_config import (
     GENERATION,
     SaveConfig,
     SaveConfigMode,
-    schedule_generation,
 )
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
@@ -182,7 +181,7 @@ class HookCore:
         # mode -> (schedule generation, mode step checked, next mode step at which an included
         # collection saves): steps strictly between the two skip the per-collection checks.
         self._quiet: dict[ModeKeys, tuple[int, int, float]] = {}
-        self._schedules: dict[ModeKeys, tuple[int, list]] = {}  # see `_schedule`
+        self._schedules: dict[ModeKeys, tuple[int, tuple]] = {}  # see `_schedule`
         # Steps an adapter may still start in one go, valid while GENERATION[0] is _quiet_gen
         # (see `_quiet_steps_ahead`).
         self._quiet_left = 0
@@ -410,36 +409,50 @@ class HookCore:
         collection saves it, and no schedule changed since that was worked out."""
         quiet = self._quiet.get(mode)
         return (quiet is not None and quiet[1] < mode_step < quiet[2]
-                and quiet[0] == schedule_generation())
+                and quiet[0] == GENERATION[0])
 
-    def _schedule(self, mode: ModeKeys) -> list[tuple[Collection, SaveConfigMode]]:
-        """The included collections that can save in `mode` (gradients never in EVAL/PREDICT),
-        each with its schedule for the mode; kept until a schedule or the collections change."""
-        generation = schedule_generation()
+    def _schedule(self, mode: ModeKeys) -> tuple[list[SaveConfigMode], list[tuple[Collection, int]]]:
+        """The distinct schedules of the included collections that can save in `mode`
+        (gradients never in EVAL/PREDICT), and each such collection with the index of its
+        schedule; kept until a schedule or the collections change. Collections usually share
+        one schedule (copies of the hook's), which is then asked once per step, not once per
+        collection."""
+        generation = GENERATION[0]
         cached = self._schedules.get(mode)
         if cached is not None and cached[0] == generation:
             return cached[1]
         no_grads = mode is ModeKeys.EVAL or mode is ModeKeys.PREDICT
-        pairs = [(c, c.save_config.get_save_config(mode)) for c in self._included
-                 if not (no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS)]
-        self._schedules[mode] = (generation, pairs)
-        return pairs
+        schedules: list[SaveConfigMode] = []
+        index: dict[tuple, int] = {}
+        members: list[tuple[Collection, int]] = []
+        for c in self._included:
+            if no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS:
+                continue
+            cfg = c.save_config.get_save_config(mode)
+            key = (cfg.save_interval, cfg.start_step, cfg.end_step, tuple(cfg.save_steps))
+            if key not in index:
+                index[key] = len(schedules)
+                schedules.append(cfg)
+            members.append((c, index[key]))
+        self._schedules[mode] = (generation, (schedules, members))
+        return schedules, members
 
     def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
         """The included collections that save this step."""
-        pairs = self._schedule(mode)
-        saving = [c for c, cfg in pairs if cfg.should_save_step(mode_step)]
+        schedules, members = self._schedule(mode)
+        due = [cfg.should_save_step(mode_step) for cfg in schedules]
+        saving = [c for c, i in members if due[i]] if any(due) else []
         if saving or self._saving:  # most steps save nothing, like the step before
             self._saving = saving
             self._set_saving_ids()
         # Until the next step at which an included collection saves, `_begin` skips this check
         # (the step after a saving step included).
         following = math.inf
-        for _, cfg in pairs:
+        for cfg in schedules:
             n = cfg.next_save_step(mode_step + 1)
             if n is not None and n < following:
                 following = n
-        self._quiet[mode] = (schedule_generation(), mode_step, following)
+        self._quiet[mode] = (GENERATION[0], mode_step, following)
 
     def _set_saving_ids(self) -> None:
         ids = frozenset(map(id, self._saving))
