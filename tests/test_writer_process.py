@@ -258,36 +258,6 @@ def test_ctrl_c_does_not_stop_the_writer_process(tmp_path):
     assert create_trial(str(tmp_path)).steps() == [0]
 
 
-def test_steps_sent_before_the_training_process_dies_are_written(tmp_path):
-    script = textwrap.dedent(f"""
-        import os, sys
-        import numpy as np
-        sys.path.insert(0, {str(REPO)!r})
-        from smdebug_lite.modes import ModeKeys
-        from smdebug_lite.writer.writer_process import writer_process
-        proc = writer_process()
-        print(proc.popen.pid, flush=True)
-        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
-        w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
-        for step in range(20):
-            sw = w.new_step(step, ModeKeys.TRAIN, step)
-            sw.add_tensor("x", np.full(100_000, step, dtype=np.float32))
-            w.submit(sw)
-        os._exit(0)  # no close, no flush: a crash right after the last submit
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    child = int(out.stdout.split()[0])
-    deadline = time.time() + 60
-    while time.time() < deadline and Path(f"/proc/{child}").exists():
-        time.sleep(0.05)
-    assert not (tmp_path / "training_job_end.ts").exists()  # nobody said training ended
-    (tmp_path / "training_job_end.ts").touch()
-    trial = create_trial(str(tmp_path))
-    assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
-    assert np.array_equal(trial.tensor("x").value(19), np.full(100_000, 19, dtype=np.float32))
-
-
 def test_s3_environment_set_after_the_process_started_is_used(s3_bucket, tmp_path):
     assert wp.writer_process() is not None  # started before (the session fixture set the env)
     uri = f"s3://{s3_bucket}/proc"
@@ -440,43 +410,6 @@ def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tm
     assert [float(trial.tensor("a").value(s)[0]) for s in range(3)] == [0.0, 1.0, 2.0]
 
 
-def test_repeat_steps_posted_before_the_training_process_dies_are_written(tmp_path):
-    script = textwrap.dedent(f"""
-        import os, sys, time
-        import numpy as np
-        sys.path.insert(0, {str(REPO)!r})
-        from smdebug_lite.modes import ModeKeys
-        from smdebug_lite.writer.writer_process import writer_process
-        proc = writer_process()
-        print(proc.popen.pid, flush=True)
-        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
-        w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
-        w.flush()
-        a = proc.shared_array(np.dtype(np.float32), (1000,))
-        a[...] = 7
-        head = proc.board._slots[proc.board._HEAD]
-        for step in range(20):
-            sw = w.new_step(step, ModeKeys.TRAIN, step)
-            sw.add_tensor("x", a, wall_time=5.0)
-            w.submit(sw)
-        print(proc.board._slots[proc.board._HEAD] - head, flush=True)
-        os._exit(0)  # no close, no flush: a crash right after the last submit
-    """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    child, posted = (int(x) for x in out.stdout.split())
-    from smdebug_lite.writer.ack_board import RING_SUPPORTED
-
-    assert posted == (19 if RING_SUPPORTED else 0)
-    deadline = time.time() + 60
-    while time.time() < deadline and Path(f"/proc/{child}").exists():
-        time.sleep(0.05)
-    (tmp_path / "training_job_end.ts").touch()
-    trial = create_trial(str(tmp_path))
-    assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
-    assert np.array_equal(trial.tensor("x").value(19), np.full(1000, 7, dtype=np.float32))
-
-
 def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path):
     """Saving every step, the pools alternate between two sets of buffers (one being written
     while the next is captured): after one full step of each, both go over in short."""
@@ -496,3 +429,48 @@ def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path
     assert proc.board._slots[proc.board._HEAD] - head == 4
     trial = create_trial(str(tmp_path))
     assert [float(trial.tensor("x").value(s)[0]) for s in range(6)] == [0, 1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("repeats", [False, True], ids=["full steps", "repeat steps"])
+def test_steps_sent_before_the_training_process_dies_are_written(tmp_path, repeats):
+    """Full steps (on the socket) and repeat steps (on the ring, where there is one) that a
+    training process handed over right before it crashed are all written."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        import numpy as np
+        sys.path.insert(0, {str(REPO)!r})
+        from smdebug_lite.modes import ModeKeys
+        from smdebug_lite.writer.writer_process import writer_process
+        proc = writer_process()
+        print(proc.popen.pid, flush=True)
+        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
+        w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
+        w.flush()  # (the writer process polls from here on)
+        a = proc.shared_array(np.dtype(np.float32), (100_000,))
+        a[...] = 7
+        head = proc.board._slots[proc.board._HEAD]
+        for step in range(20):
+            sw = w.new_step(step, ModeKeys.TRAIN, step)
+            if {repeats!r}:  # the same shared array, one wall time: a repeat of step 0
+                sw.add_tensor("x", a, wall_time=5.0)
+            else:
+                sw.add_tensor("x", np.full(100_000, step, dtype=np.float32))
+            w.submit(sw)
+        print(proc.board._slots[proc.board._HEAD] - head, flush=True)
+        os._exit(0)  # no close, no flush: a crash right after the last submit
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    child, posted = (int(x) for x in out.stdout.split())
+    from smdebug_lite.writer.ack_board import RING_SUPPORTED
+
+    assert posted == (19 if repeats and RING_SUPPORTED else 0)
+    deadline = time.time() + 60
+    while time.time() < deadline and Path(f"/proc/{child}").exists():
+        time.sleep(0.05)
+    assert not (tmp_path / "training_job_end.ts").exists()  # nobody said training ended
+    (tmp_path / "training_job_end.ts").touch()
+    trial = create_trial(str(tmp_path))
+    assert trial.steps() == list(range(20)), (trial.steps(), out.stderr[-3000:])
+    last = np.full(100_000, 7 if repeats else 19, dtype=np.float32)
+    assert np.array_equal(trial.tensor("x").value(19), last)
