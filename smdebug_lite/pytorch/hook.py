@@ -319,6 +319,7 @@ class Hook(HookCore):
     def _sync_hooks(self) -> None:
         """Attach forward hooks to the modules, and gradient hooks to the parameters, that some
         included collection can match (run when collections are prepared or change)."""
+        self._quiet_left = 0  # (the next step starts in full: it sees the new hooks)
         self._io_wants_by_name.clear()  # what collections match may have changed
         for root in self._roots:
             for name, m in root.modules:
@@ -389,6 +390,7 @@ class Hook(HookCore):
         self._grad_wanted.clear()
         self._root_by_module.clear()
         self._capturing = False
+        self._quiet_left = 0
 
     # -- torch callbacks -------------------------------------------------------------------------
 
