@@ -417,6 +417,7 @@ def test_steps_between_saves_count_every_mode_and_keep_what_is_saved_in_them(tmp
     hook.set_mode(smd.modes.TRAIN)
     x = torch.randn(2, 6)
     for i in range(14):
+        hook.set_mode(hook.mode)  # (at every step, as some loops do: changes nothing)
         model(x)
         if i == 4:
             hook.save_scalar("mid", 4.0)

@@ -324,7 +324,8 @@ class HookCore:
 
     def set_mode(self, mode) -> None:
         mode = parse_mode(mode)
-        self._quiet_left = 0
+        if mode is not self.mode:  # (loops that set the mode at every step keep the countdown)
+            self._quiet_left = 0
         self.mode = mode
         self.mode_steps.setdefault(mode, -1)
 
