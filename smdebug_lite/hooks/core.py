@@ -480,10 +480,8 @@ class HookCore:
         if len(sw):
             self._writer_for_step().submit(sw)
             self.last_saved_step = sw.step
-            if tensor_names_version() != self._exported_version:
-                self._maybe_export_collections()
-            if self._saving_ids not in self._all_matched:
-                self._report_unmatched(first_only=True)
+            self._maybe_export_collections()
+            self._report_unmatched(first_only=True)
         if self._tb is not None:
             self._tb.flush_step()
 

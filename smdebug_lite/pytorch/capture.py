@@ -150,6 +150,7 @@ class HostBuffers:
         later: list[int] = []  # CUDA tensors, and pools with nothing free: `take` deals with them
         with self._lock:
             for t in likes:
+                # (the key `take` makes for a CPU tensor)
                 slot = None if t.is_cuda else slots.get((t.shape, t.dtype, False, proc))
                 if slot is None or not slot.free:
                     later.append(len(out))
@@ -228,12 +229,19 @@ class StepBuffer:
         # (plan, raw copy, reductions as 0-d tensors, shape)
         item = (plan, raw, reductions, raw.shape if raw is not None else tuple(t.shape))
         if replace:
-            at = self._replaceable.get(plan.name)
-            if at is not None:
-                self._items[at] = item
-                return
-            self._replaceable[plan.name] = len(self._items)
-        self._items.append(item)
+            self._replace(item)
+        else:
+            self._items.append(item)
+
+    def _replace(self, item: tuple) -> None:
+        """Add `item`, in the place of an earlier capture of the same name in this step."""
+        name = item[0].name
+        at = self._replaceable.get(name)
+        if at is None:
+            self._replaceable[name] = len(self._items)
+            self._items.append(item)
+        else:
+            self._items[at] = item
 
     def capture_many(self, pairs: Sequence[tuple[TensorPlan, torch.Tensor]], tb: bool,
                      replace: bool = False) -> None:
@@ -254,20 +262,12 @@ class StepBuffer:
             entries = self.buffers.take_many(srcs)
             self._taken += entries
             _copy_all([e[1] for e in entries], srcs)
-            items = self._items
-            if not replace:
-                items += [(plan, e[2], _NONE, e[2].shape) for (plan, _), e in zip(pairs, entries, strict=True)]
-                return
-            replaceable = self._replaceable
-            for (plan, _), entry in zip(pairs, entries, strict=True):
-                raw = entry[2]
-                item = (plan, raw, _NONE, raw.shape)
-                at = replaceable.get(plan.name)
-                if at is None:
-                    replaceable[plan.name] = len(items)
-                    items.append(item)
-                else:
-                    items[at] = item
+            items = [(plan, e[2], _NONE, e[2].shape) for (plan, _), e in zip(pairs, entries, strict=True)]
+            if replace:
+                for item in items:
+                    self._replace(item)
+            else:
+                self._items += items
             return
         for plan, tensor in pairs:
             self.capture(plan, tensor, plan.save_raw or (tb and (plan.histogram or plan.tb_scalar)),
@@ -295,8 +295,7 @@ class StepBuffer:
         """Everything captured, with reductions as host numpy 0-d arrays (an empty sequence
         where a tensor has none); empties the buffer."""
         items, self._items = self._items, []
-        if self._replaceable:
-            self._replaceable = {}
+        self._replaceable = {}
         tensors = [r for it in items for r in it[2]]
         if not tensors:
             return items

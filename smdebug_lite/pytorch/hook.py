@@ -457,14 +457,9 @@ class Hook(HookCore):
         if not self._capturing:
             return
         try:  # what `failsafe` does, without a context manager in every backward pass
-            plans = self._plan_cache
-            grads = []
-            for name, param in pending:
-                grad = param.grad
-                if grad is not None:
-                    plan = plans[name] if name in plans else self.plan(name)
-                    if plan is not None:
-                        grads.append((plan, grad))
+            plan = self.plan
+            grads = [(p, g) for name, param in pending
+                     if (g := param.grad) is not None and (p := plan(name)) is not None]
             self._buffer.capture_many(grads, self._tb is not None, replace=True)
         except Exception as e:
             with self.failsafe("gradient hook"):
