@@ -645,6 +645,35 @@ def test_gradient_hooks_are_attached_only_while_a_step_saves_gradients(tmp_path)
     assert steps_of(read_out_dir(tmp_path / "run"), "gradient/MLP_fc1.weight", "GLOBAL") == [0, 3, 6]
 
 
+def test_gradient_hooks_leave_no_hook_dict_behind_and_keep_the_users_own(tmp_path):
+    """Between saving steps a parameter has no hook dict at all (torch calls into Python for
+    an empty one at every backward pass); hooks the user registers on parameters, before the
+    hook or while its own are detached, run at every backward pass, and after `remove()`."""
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=3),
+                    include_collections=["gradients"])
+    model = MLP()
+    calls = {"before": 0, "later": 0}
+    model.fc1.weight.register_post_accumulate_grad_hook(lambda p: calls.__setitem__("before", calls["before"] + 1))
+    hook.register_module(model)
+    dicts = []
+    for step in range(7):
+        model(torch.randn(2, 6)).sum().backward()
+        if step == 1:  # our hooks are detached now: this makes the parameter a new dict
+            model.fc2.weight.register_post_accumulate_grad_hook(
+                lambda p: calls.__setitem__("later", calls["later"] + 1))
+        dicts.append([p._post_accumulate_grad_hooks is not None for p in model.parameters()])
+    hook.remove()
+    model(torch.randn(2, 6)).sum().backward()
+    hook.close()
+    assert dicts[0] == dicts[3] == [True] * 4  # saving steps
+    assert dicts[1] == dicts[2] == [True, False, True, False]  # the user's hooks only
+    assert calls == {"before": 8, "later": 6}
+    assert steps_of(read_out_dir(tmp_path / "run"), "gradient/MLP_fc1.weight", "GLOBAL") == [0, 3, 6]
+    assert steps_of(read_out_dir(tmp_path / "run"), "gradient/MLP_fc2.weight", "GLOBAL") == [0, 3, 6]
+    remaining = [len(p._post_accumulate_grad_hooks or {}) for p in model.parameters()]
+    assert remaining == [1, 0, 1, 0]  # only the user's hooks
+
+
 def test_host_buffer_pool_keeps_what_a_step_takes():
     """Six snapshots of one shape per step (a model with six equal layers) are all reused."""
     from smdebug_lite.pytorch.capture import HostBuffers
@@ -717,7 +746,8 @@ def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
     proc = hook._writer.proc if hasattr(hook._writer, "proc") else None
     if proc is None:
         pytest.skip("no writer process on this platform")
-    snapshot = hook._buffer._items[0][1]  # the raw copy captured this step, not yet handed over
+    buf = hook._buffer  # the raw copy captured this step, not yet handed over (or replayed)
+    snapshot = buf._items[0][1] if buf._items else buf._replay.items[0][1]
     assert proc.arena.locate(snapshot) is not None  # copied once, read in place by the writer
     hook.close()
 

@@ -478,7 +478,9 @@ class HookCore:
         if sw is None or self.disabled:
             return
         if len(sw):
-            self._writer_for_step().submit(sw)
+            template = self._writer_for_step().submit(sw)
+            if sw.on_submitted is not None:
+                sw.on_submitted(template)
             self.last_saved_step = sw.step
             self._maybe_export_collections()
             self._report_unmatched(first_only=True)

@@ -18,6 +18,8 @@ import torch
 
 from smdebug_lite.hooks.core import TensorPlan
 from smdebug_lite.pytorch.reductions import reduce_tensor
+from smdebug_lite.pytorch.step_record import GRADS, MANY, ONE, SIGNATURE, RecordedCall, StepRecord
+from smdebug_lite.pytorch.step_record import copy_all as _copy_all
 
 # dtypes numpy has no native type for: reinterpret the bits as an integer of the same width and
 # view them as the matching ml_dtypes type, which is exact.
@@ -38,15 +40,6 @@ _POOLED = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, t
                      torch.int16, torch.int8, torch.uint8, torch.bool})
 _STRIDED = torch.strided
 _NUMPY_DTYPES = {t: torch.empty(0, dtype=t).numpy().dtype for t in _POOLED}
-
-
-def _copy_each(dsts: list[torch.Tensor], srcs: list[torch.Tensor]) -> None:
-    for d, s in zip(dsts, srcs, strict=True):
-        d.copy_(s)
-
-
-# One call copies a list of tensors (a loop in C++ on CPU); older torch has no such op.
-_copy_all = getattr(torch, "_foreach_copy_", None) or _copy_each
 
 
 def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -195,30 +188,114 @@ class _Slot:
 
 
 class StepBuffer:
-    """What one step captured, in capture order, until the step ends."""
+    """What one step captured, in capture order, until the step ends.
 
-    __slots__ = ("_items", "_replaceable", "buffers", "_taken")
+    It also notes each capture call, so that a completed step can become the `record` that the
+    next saving step like it replays (see `step_record`)."""
+
+    __slots__ = ("_items", "_replaceable", "buffers", "_taken", "_calls", "_recordable", "record",
+                 "_replay", "_pos")
 
     def __init__(self) -> None:
         self._items: list[tuple] = []  # (plan, raw copy, reductions, shape)
         self._replaceable: dict[str, int] = {}
         self.buffers = HostBuffers()
         self._taken: list[Buffer] = []
+        self._calls: list[RecordedCall] = []  # this step's capture calls, while it can be recorded
+        self._recordable = True
+        self.record: StepRecord | None = None  # the hook's record (see `take_record`)
+        self._replay: StepRecord | None = None  # the record this step replays, call by call
+        self._pos = 0  # its next call
 
     def __len__(self) -> int:
+        if self._replay is not None and self._pos:
+            return len(self._items) + self._replay.calls[self._pos - 1].end
         return len(self._items)
+
+    # -- replaying a record ---------------------------------------------------------------
+
+    def begin_replay(self, record: StepRecord) -> None:
+        """Capture this step by replaying `record` (`ready`: its buffers are written)."""
+        if self._items or self._taken or self._replay is not None:
+            return
+        self._replay = record
+        self._pos = 0
+
+    def _replayed_call(self, key: object, srcs) -> bool:
+        """The next call of the replay, if `key` and the tensors match it; otherwise the
+        replay ends here and the caller captures as usual."""
+        try:
+            if self._replay.replay_many(self._pos, key, srcs):
+                self._pos += 1
+                return True
+        except (AttributeError, RuntimeError):  # (a missing gradient; a tensor copy_ refuses)
+            pass
+        self.abort_replay()
+        return False
+
+    def replay_grads(self, names: tuple[str, ...], grads: list) -> bool:
+        """A backward pass's gradients, replayed; False: capture them as usual."""
+        return self._replay is not None and self._replayed_call(names, grads)
+
+    def replayed(self) -> StepRecord | None:
+        """The record this step replayed in full, or None."""
+        rec = self._replay
+        return rec if rec is not None and self._pos == len(rec.calls) else None
+
+    def end_replay(self) -> None:
+        """The replayed step is handed over as a whole (its buffers stay the record's)."""
+        self._replay = None
+        self._pos = 0
+
+    def abort_replay(self) -> None:
+        """What the replay captured becomes ordinary captures of this step; the record is
+        given up (its other buffers go back to the pools)."""
+        rec, pos = self._replay, self._pos
+        if rec is None:
+            return
+        self._replay = None
+        self._pos = 0
+        self.record = None
+        end = rec.calls[pos - 1].end if pos else 0
+        self._items += rec.items[:end]
+        self._taken += rec.hand_over(end)
+        self._calls = rec.calls[:pos]
+        self._recordable = True
+        for call in self._calls:
+            if call.replace:
+                for i in range(call.start, call.end):
+                    self._replaceable[rec.items[i][0].name] = i
+
+    def take_record(self, items: list[tuple]) -> StepRecord | None:
+        """A record of the step just drained (`items`), if every capture was a plain copy into
+        a pooled buffer; call before `take_buffers`."""
+        calls, ok = self._calls, self._recordable
+        self._calls, self._recordable = [], True
+        if (not ok or not calls or calls[-1].end != len(items) or len(self._taken) != len(items)
+                or self.buffers.writer_process is None):
+            return None
+        return StepRecord(calls, items, list(self._taken), self.buffers.give_back, self.buffers._lock)
+
+    # -- capturing ------------------------------------------------------------------------
 
     def capture(self, plan: TensorPlan, tensor: torch.Tensor, want_raw: bool,
                 replace: bool = False) -> None:
         """Snapshot `tensor` now. With `replace`, a later capture of the same name in this step
         takes the earlier one's place (gradients accumulated over several backward passes)."""
+        if self._replay is not None:
+            if self._replay.replay_one(self._pos, plan, tensor, replace):
+                self._pos += 1
+                return
+            self.abort_replay()
         # (a gradient needs no detach: only what autograd tracks does, or the copy would be recorded)
         t = tensor.detach() if tensor.requires_grad else tensor
         raw = None
+        pooled = False
         if t.dtype in _POOLED and t.layout is _STRIDED and not t.is_neg():
             # The common case: a real, dense tensor numpy can view as it is.
             if want_raw:
                 raw = self._pooled_copy(t)
+                pooled = True
         else:
             t = _plain(t)
             if want_raw:
@@ -228,6 +305,12 @@ class StepBuffer:
             reductions = [reduce_tensor(t, red, is_abs) for red, is_abs in plan.reductions]
         # (plan, raw copy, reductions as 0-d tensors, shape)
         item = (plan, raw, reductions, raw.shape if raw is not None else tuple(t.shape))
+        if pooled and reductions is _NONE and self._recordable:
+            start = len(self._items)
+            self._calls.append(RecordedCall(ONE, plan, start, start + 1, replace, [SIGNATURE(t)],
+                                            [self._taken[-1][1]]))
+        else:
+            self._recordable = False
         if replace:
             self._replace(item)
         else:
@@ -242,16 +325,20 @@ class StepBuffer:
             self._items.append(item)
         else:
             self._items[at] = item
+            self._recordable = False  # (a step of several backward passes is not replayed)
 
     def capture_many(self, pairs: Sequence[tuple[TensorPlan, torch.Tensor]], tb: bool,
-                     replace: bool = False) -> None:
+                     replace: bool = False, names: tuple[str, ...] | None = None) -> None:
         """`capture` for several tensors (a step's parameters, a backward pass's gradients):
         when all are plain tensors saved raw (the usual case), their buffers are taken at once
         and one call copies them all, and the per-tensor work is one loop instead of several
         calls per tensor (on the training thread, between torch kernels that have evicted the
         interpreter's caches, each call costs microseconds). `tb`: a TensorBoard writer wants
-        the raw values of histogram and scalar tensors."""
+        the raw values of histogram and scalar tensors. `names`: the gradient names, for a
+        backward pass's gradients (`pairs` is then a new list each time)."""
         if not pairs:
+            return
+        if self._replay is not None and names is None and self._replayed_call(pairs, None):
             return
         srcs = [tensor.detach() if tensor.requires_grad else tensor for _, tensor in pairs]
         for (plan, _), t in zip(pairs, srcs, strict=True):
@@ -263,12 +350,23 @@ class StepBuffer:
             self._taken += entries
             _copy_all([e[1] for e in entries], srcs)
             items = [(plan, e[2], _NONE, e[2].shape) for (plan, _), e in zip(pairs, entries, strict=True)]
+            if self._recordable:
+                start = len(self._items)
+                dsts = [e[1] for e in entries]
+                if names is None:
+                    call = RecordedCall(MANY, pairs, start, start + len(items), replace,
+                                        list(map(SIGNATURE, srcs)), dsts, [t for _, t in pairs])
+                else:
+                    call = RecordedCall(GRADS, names, start, start + len(items), replace,
+                                        list(map(SIGNATURE, srcs)), dsts)
+                self._calls.append(call)
             if replace:
                 for item in items:
                     self._replace(item)
             else:
                 self._items += items
             return
+        self._recordable = False
         for plan, tensor in pairs:
             self.capture(plan, tensor, plan.save_raw or (tb and (plan.histogram or plan.tb_scalar)),
                          replace)
@@ -287,13 +385,16 @@ class StepBuffer:
     def take_buffers(self) -> list[Buffer]:
         """The host buffers this step's snapshots live in (for `HostBuffers.give_back` once they
         are written)."""
+        self.abort_replay()
         taken, self._taken = self._taken, []
+        self._calls, self._recordable = [], True
         self.buffers.end_step()
         return taken
 
     def drain(self) -> list[tuple[TensorPlan, np.ndarray | None, dict | None, tuple[int, ...]]]:
         """Everything captured, with reductions as host numpy 0-d arrays (an empty sequence
         where a tensor has none); empties the buffer."""
+        self.abort_replay()
         items, self._items = self._items, []
         self._replaceable = {}
         tensors = [r for it in items for r in it[2]]

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -36,9 +37,11 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
+from smdebug_lite.pytorch.step_record import StepRecord
 
 logger = get_logger(__name__)
 _GLOBAL = ModeKeys.GLOBAL
+_FIRST = operator.itemgetter(0)
 
 GRADIENT_PREFIX = "gradient/"
 INPUT_SUFFIX = "_input_"
@@ -145,6 +148,32 @@ def _tensors_in(value: Any) -> Iterator[torch.Tensor]:
     elif isinstance(value, (tuple, list)):
         for v in value:
             yield from _tensors_in(v)
+
+
+def _attach_grad_hook(p: torch.Tensor, slot: tuple[dict, int], callback, slots: dict, pid: int) -> None:
+    """Put a gradient hook registered earlier back in its parameter's hook dict (see
+    `_detach_grad_hook`). Another hook registered on the parameter meanwhile made a new dict:
+    ours joins it, under the same key."""
+    hooks, key = slot
+    current = p._post_accumulate_grad_hooks
+    if current is None:
+        hooks[key] = callback
+        p._post_accumulate_grad_hooks = hooks
+    elif current is hooks:
+        hooks[key] = callback
+    else:
+        current[key] = callback
+        slots[pid] = (current, key)
+
+
+def _detach_grad_hook(p: torch.Tensor, slot: tuple[dict, int]) -> None:
+    """Take a gradient hook out of its parameter's hook dict. When that leaves the dict
+    empty, the parameter is given none at all: torch calls into Python for a parameter with
+    a hook dict, empty or not, at every backward pass."""
+    hooks, key = slot
+    hooks.pop(key, None)
+    if not hooks and p._post_accumulate_grad_hooks is hooks:
+        p._post_accumulate_grad_hooks = None
 
 
 class Hook(HookCore):
@@ -361,10 +390,9 @@ class Hook(HookCore):
                         handle = handles[pid] = p.register_post_accumulate_grad_hook(callback)
                         slots[pid] = (handle.hooks_dict_ref(), handle.id)
                     else:
-                        slot[0][slot[1]] = callback
+                        _attach_grad_hook(p, slot, callback, slots, pid)
             elif pid in attached:
-                slot = slots[pid]
-                slot[0].pop(slot[1], None)
+                _detach_grad_hook(p, slots[pid])
         self._grad_attached = wanted
 
     @property
@@ -376,6 +404,10 @@ class Hook(HookCore):
 
     def remove(self) -> None:
         """Detach every torch hook; the model trains exactly as without smdebug afterwards."""
+        for pid, _, p, _ in self._grad_params:  # (a hook may have joined another dict)
+            slot = self._grad_slots.get(pid)
+            if slot is not None:
+                _detach_grad_hook(p, slot)
         for h in self.handles:
             h.remove()
         for r in self._roots:
@@ -457,10 +489,14 @@ class Hook(HookCore):
         if not self._capturing:
             return
         try:  # what `failsafe` does, without a context manager in every backward pass
+            names = tuple(map(_FIRST, pending))
+            if self._buffer.replay_grads(names, [param.grad for _, param in pending]):
+                return
             plan = self.plan
             grads = [(p, g) for name, param in pending
                      if (g := param.grad) is not None and (p := plan(name)) is not None]
-            self._buffer.capture_many(grads, self._tb is not None, replace=True)
+            self._buffer.capture_many(grads, self._tb is not None, replace=True,
+                                      names=names if len(grads) == len(names) else ())
         except Exception as e:
             with self.failsafe("gradient hook"):
                 raise e
@@ -490,17 +526,60 @@ class Hook(HookCore):
         return self._tb is not None and (plan.histogram or plan.tb_scalar)
 
     def _flush_buffer(self) -> None:
-        if len(self._buffer):
-            self.write_step(self._buffer.drain(), time.time())  # one time for the step's tensors
-        taken = self._buffer.take_buffers()
+        buf, sw = self._buffer, self._step_writer
+        rec = buf.replayed()
+        if rec is not None:
+            if sw is not None and not len(sw) and rec.writer is self._writer and rec.writer.holds(rec.template):
+                # The step is the record's again: the writer process is told only its numbers.
+                buf.end_replay()
+                sw.repeat = (rec.template, rec.size, time.time())
+                sw.on_written = rec.written
+                sw.on_submitted = functools.partial(self._record_used, rec, sw)
+                return
+            buf.abort_replay()
+        rec = None
+        if len(buf):
+            items = buf.drain()
+            self.write_step(items, time.time())  # one time for the step's tensors
+            if (sw is not None and len(sw) == len(items) and self.writes and self._tb is None
+                    and self._sm_metrics is None):
+                rec = buf.take_record(items)
+        taken = buf.take_buffers()
         if taken:
-            sw = self._step_writer
             # Later snapshots go straight to the writer process's shared memory, if it has one.
-            self._buffer.buffers.writer_process = getattr(self._writer, "proc", None)
+            buf.buffers.writer_process = getattr(self._writer, "proc", None)
             if sw is not None and self.writes and len(sw):  # (writes is False in a dry run)
-                # Snapshot memory is reused once the writer has written the step.
-                sw.on_written = functools.partial(self._buffer.buffers.give_back, taken)
+                if rec is not None:  # the next saving step like this one may replay it
+                    rec.plan_cache = self._plan_cache
+                    sw.on_written = rec.written
+                    sw.on_submitted = functools.partial(self._adopt_record, rec, sw)
+                else:  # snapshot memory is reused once the writer has written the step
+                    sw.on_written = functools.partial(buf.buffers.give_back, taken)
             # Otherwise nothing refers to the snapshots any more; they are freed.
+
+    @staticmethod
+    def _record_used(rec: StepRecord, sw, template: object) -> None:
+        rec.used_by(sw.token)
+
+    def _adopt_record(self, rec: StepRecord, sw, template: object) -> None:
+        """The recorded step was submitted: with a writer's template to repeat, it becomes the
+        record that later saving steps replay."""
+        rec.used_by(sw.token)
+        proc = getattr(self._writer, "proc", None)
+        if template is None or proc is None:
+            rec.drop()
+            return
+        rec.template, rec.writer, rec.board = template, self._writer, proc.board
+        old, self._buffer.record = self._buffer.record, rec
+        if old is not None:
+            old.drop()
+
+    def _start_replay(self, rec: StepRecord) -> None:
+        """Replay the record in this saving step if nothing it relies on has changed."""
+        sw = self._step_writer
+        if (sw is not None and not len(sw) and rec.plan_cache is self._plan_cache and self._tb is None
+                and rec.writer is self._writer and rec.writer.holds(rec.template) and rec.ready()):
+            self._buffer.begin_replay(rec)
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -511,6 +590,8 @@ class Hook(HookCore):
             self._grads_pending = []
         super().start_step()
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
+        if self._capturing and self._buffer.record is not None:
+            self._start_replay(self._buffer.record)
         if self._grad_params and (self._capturing or self._grad_attached):
             self._sync_grad_hooks()
         if self._capturing != self._fwd_on:

@@ -20,7 +20,8 @@ class StepWriter:
     belongs to exactly one (step, mode, mode_step).
     """
 
-    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "on_written")
+    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "on_written",
+                 "repeat", "on_submitted", "token")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int) -> None:
         self.step = step
@@ -32,6 +33,12 @@ class StepWriter:
         # Called (on the writer's thread) once the step's files are written: the arrays are no
         # longer needed, so a hook may reuse their memory.
         self.on_written: Callable[[], None] | None = None
+        # (a writer process's template, its number of tensors, wall time): the step is those
+        # tensors again, in the same buffers (see `ProcessTrialWriter.submit`); none added here.
+        self.repeat: tuple[object, int, float] | None = None
+        # Called with what `submit` returned: the writer's template the step now is, or None.
+        self.on_submitted: Callable[[object], None] | None = None
+        self.token = -1  # a writer process's token for it, once submitted there
 
     def add_tensor(self, name: str, value: np.ndarray, wall_time: float | None = None) -> None:
         """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""
@@ -50,7 +57,7 @@ class StepWriter:
         return sum(getattr(value, "nbytes", 0) for _, value, _ in self._tensors)
 
     def __len__(self) -> int:
-        return len(self._tensors) + len(self._shapes)
+        return len(self._tensors) + len(self._shapes) + (self.repeat[1] if self.repeat else 0)
 
     @property
     def tensor_names(self) -> list[str]:

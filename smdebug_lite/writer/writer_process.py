@@ -289,7 +289,7 @@ class WriterProcess:
         return w
 
     def track(self, sw: StepWriter, keep: list) -> int:
-        token = next(self._ids)
+        token = sw.token = next(self._ids)
         self._in_flight[token] = (sw, keep)
         return token
 
@@ -332,36 +332,60 @@ class ProcessTrialWriter:
     def new_step(self, step: int, mode, mode_step: int) -> StepWriter:
         return StepWriter(step, self.worker, mode, mode_step)
 
-    def submit(self, sw: StepWriter) -> None:
+    def submit(self, sw: StepWriter) -> object:
+        """Hand a step to the writer process. Returns the template the step now is (its arrays
+        and names, which a later `StepWriter.repeat` may refer to), or None."""
         if not len(sw):
-            return
+            return None
         self._raise_if_failed()
+        proc = self.proc
+        if sw.repeat is not None:
+            tmpl, n, wall = sw.repeat
+            template = self._slot_of(tmpl)
+            if template < 0 or sw._tensors or sw._shapes:
+                raise RuntimeError(f"step {sw.step} was submitted as a repeat of a template "
+                                   "this writer no longer holds")
+            self._send_again(sw, template, [wall] * n)
+            return tmpl
         entries = sw._tensors
         values = list(map(_VALUE, entries))
         names = list(map(_NAME, entries))
-        proc = self.proc
         template = -1 if sw._shapes else self._template_of(values, names)
         if template >= 0:
-            walls = list(map(_WALL, entries))
-            with proc.lock:
-                token = proc.track(sw, [])
-                if not (walls.count(walls[0]) == len(walls) and proc.post_again(
-                        self.wid, token, sw.step, sw.mode.value, sw.mode_step, walls[0], template)):
-                    self._send(("again", self.wid, token, sw.step, sw.mode.name, sw.mode_step,
-                                walls, template), poll=False)
-            return
+            self._send_again(sw, template, list(map(_WALL, entries)))
+            return self._templates[template]
         keep: list = []
         describe = proc.describe
         tensors = [(name, describe(value, keep), wall) for name, value, wall in entries]
         shapes = [(s.name, s.original_name, s.shape) for s in sw._shapes]
+        made = None
         if not shapes and all(t[1][0] == "shm" for t in tensors) and not keep:
             template = self._next_template
             self._next_template = 1 - template
-            self._templates[template] = (values, names)
+            made = self._templates[template] = (values, names)
         with proc.lock:
             token = proc.track(sw, keep)
             self._send(("step", self.wid, token, sw.step, sw.mode.name, sw.mode_step, tensors,
                         shapes, template), poll=False)  # (_raise_if_failed read the board)
+        return made
+
+    def _send_again(self, sw: StepWriter, template: int, walls: list[float]) -> None:
+        """The step as a repeat of the template in `template`: on the ring if it can go there."""
+        proc = self.proc
+        with proc.lock:
+            token = proc.track(sw, [])
+            if not (walls.count(walls[0]) == len(walls) and proc.post_again(
+                    self.wid, token, sw.step, sw.mode.value, sw.mode_step, walls[0], template)):
+                self._send(("again", self.wid, token, sw.step, sw.mode.name, sw.mode_step,
+                            walls, template), poll=False)
+
+    def holds(self, template: object) -> bool:
+        """Whether `template` (from `submit`) is still one this writer can repeat."""
+        return template is not None and self._slot_of(template) >= 0
+
+    def _slot_of(self, template: object) -> int:
+        templates = self._templates
+        return 0 if templates[0] is template else 1 if templates[1] is template else -1
 
     def _template_of(self, values: list, names: list[str]) -> int:
         """The slot of the template these arrays and names repeat, or -1."""
