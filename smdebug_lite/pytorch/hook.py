@@ -34,7 +34,7 @@ from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.core import HookCore, TensorPlan
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.pytorch import workers
+from smdebug_lite.pytorch import step_call, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 from smdebug_lite.pytorch.step_record import StepRecord
@@ -126,6 +126,7 @@ class _Root:
     # (the hook's plan cache, [(plan, parameter)] of the parameters it saves): worked out again
     # only when the set of saving collections (hence the plan cache) changes.
     saved_params: tuple[dict, list] | None = None
+    step_call: step_call.StepCall | None = None  # see `step_call`
 
     def params_to_save(self, hook: Hook) -> list[tuple[TensorPlan, nn.Parameter]]:
         cache = hook._plan_cache
@@ -303,7 +304,10 @@ class Hook(HookCore):
             params = [(f"{root_name}_{n}", p) for n, p in inner.named_parameters()]
             modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
             root = _Root(module, inner, root_name, params, modules)
-            root.handles.append(module.register_forward_pre_hook(_torch_hook(self.forward_pre_hook)))
+            callback = _torch_hook(self.forward_pre_hook)
+            handle = module.register_forward_pre_hook(callback)
+            root.handles.append(handle)
+            root.step_call = step_call.install(module, handle.id, callback)
             self._roots.append(root)
             self._root_by_module[id(module)] = root
             if self._prepared:
@@ -412,6 +416,9 @@ class Hook(HookCore):
             h.remove()
         for r in self._roots:
             r.handles.clear()
+            if r.step_call is not None:
+                step_call.uninstall(r.module, r.step_call)
+                r.step_call = None
         self._loss_handles.clear()
         self._io_handles.clear()
         self._fwd_slots.clear()
