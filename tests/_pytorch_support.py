@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
@@ -18,6 +19,17 @@ from smdebug_lite.format.records import decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def seeded_without_hook():
+    """Seed 0 for the test; afterwards, no process-wide hook is left for the next test.
+    (Test modules use it with ``pytestmark = pytest.mark.usefixtures(...)``.)"""
+    import smdebug_lite.pytorch as smd
+
+    torch.manual_seed(0)
+    yield
+    smd.del_hook()
 
 
 class MLP(nn.Module):

@@ -14,6 +14,7 @@ from _pytorch_support import (
     Recorder,
     SmallCNN,
     read_out_dir,
+    seeded_without_hook,  # noqa: F401  (a fixture, see pytestmark)
     steps_of,
     train_loop,
     value_at,
@@ -30,11 +31,7 @@ G = ["gradient/" + n for n in W]
 LOSS = "CrossEntropyLoss_output_0"
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-    yield
-    smd.del_hook()
+pytestmark = pytest.mark.usefixtures("seeded_without_hook")
 
 
 class LogCapture(logging.Handler):

@@ -9,7 +9,7 @@ import io
 
 import pytest
 import torch
-from _pytorch_support import read_out_dir, steps_of
+from _pytorch_support import read_out_dir, seeded_without_hook, steps_of  # noqa: F401  (a fixture)
 from torch import nn
 
 import smdebug_lite.pytorch as smd
@@ -18,11 +18,7 @@ from smdebug_lite.pytorch.step_call import StepCall
 torch.set_num_threads(1)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-    yield
-    smd.del_hook()
+pytestmark = pytest.mark.usefixtures("seeded_without_hook")
 
 
 def _hooked(tmp_path, interval=1):

@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 import torch
-from _pytorch_support import read_out_dir
+from _pytorch_support import read_out_dir, seeded_without_hook  # noqa: F401  (a fixture)
 from torch import nn
 
 import smdebug_lite.pytorch as smd
@@ -21,11 +21,7 @@ torch.set_num_threads(1)
 LOSS = "CrossEntropyLoss_output_0"
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-    yield
-    smd.del_hook()
+pytestmark = pytest.mark.usefixtures("seeded_without_hook")
 
 
 @pytest.fixture
