@@ -63,7 +63,7 @@ class StepRecord:
         self.items = items  # (plan, numpy view of the buffer, no reductions, shape)
         self.entries = entries  # the pooled buffers, in item order
         self.size = len(items)
-        self.template: object = None  # the writer's template these buffers are (see `adopt`)
+        self.template: object = None  # the writer's template these buffers are (`Hook._adopt_record`)
         self.writer: object = None
         self.board: object = None  # the writer process's AckBoard
         self.plan_cache: dict | None = None
