@@ -348,11 +348,11 @@ class StepBuffer:
         else:  # all plain
             entries = self.buffers.take_many(srcs)
             self._taken += entries
-            _copy_all([e[1] for e in entries], srcs)
+            dsts = [e[1] for e in entries]
+            _copy_all(dsts, srcs)
             items = [(plan, e[2], _NONE, e[2].shape) for (plan, _), e in zip(pairs, entries, strict=True)]
             if self._recordable:
                 start = len(self._items)
-                dsts = [e[1] for e in entries]
                 if names is None:
                     call = RecordedCall(MANY, pairs, start, start + len(items), replace,
                                         list(map(SIGNATURE, srcs)), dsts, [t for _, t in pairs])

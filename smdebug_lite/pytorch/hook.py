@@ -393,17 +393,10 @@ class Hook(HookCore):
                     if slot is None:
                         handle = handles[pid] = p.register_post_accumulate_grad_hook(callback)
                         slots[pid] = (handle.hooks_dict_ref(), handle.id)
-                    elif p._post_accumulate_grad_hooks is None:  # (`_attach_grad_hook`, inline)
-                        slot[0][slot[1]] = callback
-                        p._post_accumulate_grad_hooks = slot[0]
                     else:
                         _attach_grad_hook(p, slot, callback, slots, pid)
             elif pid in attached:
-                slot = slots[pid]
-                hooks = slot[0]
-                hooks.pop(slot[1], None)  # (`_detach_grad_hook`, inline)
-                if not hooks and p._post_accumulate_grad_hooks is hooks:
-                    p._post_accumulate_grad_hooks = None
+                _detach_grad_hook(p, slots[pid])
         self._grad_attached = wanted
 
     @property

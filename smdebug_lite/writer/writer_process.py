@@ -338,26 +338,17 @@ class ProcessTrialWriter:
         if not len(sw):
             return None
         proc = self.proc
-        if sw.repeat is not None and self.error is None:
-            # (the common case on the training thread: the acknowledgements and the handover
-            # under one lock, with as few calls as the generic path below would make)
+        if sw.repeat is not None:
             tmpl, n, wall = sw.repeat
             template = self._slot_of(tmpl)
             if template < 0 or sw._tensors or sw._shapes:
                 raise RuntimeError(f"step {sw.step} was submitted as a repeat of a template "
                                    "this writer no longer holds")
-            with proc.lock:
-                proc.poll()
-                if self.error is None:
-                    token = proc.track(sw, [])
-                    if not proc.post_again(self.wid, token, sw.step, sw.mode.value, sw.mode_step,
-                                           wall, template):
-                        self._send(("again", self.wid, token, sw.step, sw.mode.name, sw.mode_step,
-                                    [wall] * n, template), poll=False)
-                    return tmpl
+            with proc.lock:  # (the acknowledgements and the handover under one lock)
+                self._raise_if_failed()
+                self._send_again(sw, template, [wall] * n)
+            return tmpl
         self._raise_if_failed()
-        if sw.repeat is not None:  # (only a writer that failed gets here: the line above raised)
-            raise RuntimeError(f"writing to {self.out_dir} failed")
         entries = sw._tensors
         values = list(map(_VALUE, entries))
         names = list(map(_NAME, entries))
