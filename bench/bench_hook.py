@@ -7,7 +7,10 @@ reference venv (tests/refvenv.py). Both import the hook as ``<package>.<framewor
 same scenario code, so only the library differs. The table gives ms per step, the time each
 saved step adds over no hook, and the time ``close()`` took (writing that was deferred). For
 PyTorch a last table pairs each run with a plain twin model trained in the same process in
-alternating blocks (see ``pytorch_worker``): the steadier figure on a shared machine.
+alternating blocks (see ``pytorch_worker``): the steadier figure on a shared machine. Its
+"floor" row is a hand-written hook that makes the same copies and writes nothing
+(``bench/floor_hook.py``): what saving these tensors costs on the machine before any library
+work, measured in the same run.
 
 Rows come from the functions in ROW_FUNCTIONS; a framework adds one (see ``pytorch_rows``) that
 returns `Scenario`s and a worker function that `_worker` dispatches to by framework name.
@@ -49,6 +52,9 @@ def pytorch_rows() -> list[Scenario]:
         Scenario("pytorch", "no hook", {"hook": False}, None),
         Scenario("pytorch", "weights+grads+losses, every step", {**common, "interval": 1}, 1),
         Scenario("pytorch", "weights+grads+losses, every 10 steps", {**common, "interval": 10}, 10),
+        # The same copies by a hand-written hook that writes nothing (bench/floor_hook.py): what
+        # any hook saving these tensors costs here. Both columns run the same code.
+        Scenario("pytorch", "floor: copies only, every 10 steps", {"floor": True, "interval": 10}, 10),
         Scenario("pytorch", "reductions only, every step",
                  {**common, "interval": 1, "reductions": ["min", "max", "mean"], "norms": ["l2"]}, 1),
     ]
@@ -80,7 +86,13 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
     xs = [torch.randn(64, 256) for _ in range(8)]
     ys = [torch.randint(0, 10, (64,)) for _ in range(8)]
     hook = None
-    if config.get("hook", True):
+    if config.get("floor"):
+        from floor_hook import FloorHook  # (this file's folder is sys.path[0])
+
+        hook = FloorHook(config["interval"])
+        hook.register_module(model)
+        hook.register_loss(loss_fn)
+    elif config.get("hook", True):
         smd = __import__(f"{pkg}.pytorch", fromlist=["Hook"])
         rc = None
         if config.get("reductions") or config.get("norms"):
@@ -264,12 +276,20 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
             added[(sc.name, label)] = per_saved
             row += f"{ms:16.3f}{100 * over:+9.1f}%{100 * block:+9.1f}%{per_saved:13.3f}"
         print(row)
+    libraries = [sc for sc in hooked if not sc.config.get("floor")]
     if len(impls) > 1:
         ours, theirs = impls[0][0], impls[1][0]
-        for sc in hooked:
-            if added[(sc.name, theirs)] > 0:
+        for sc in libraries:
+            if added.get((sc.name, theirs), 0) > 0:
                 print(f"  {sc.name}: ours adds {added[(sc.name, ours)] / added[(sc.name, theirs)]:.2f}x "
                       "of smdebug's time per saved step (paired)")
+    # One process's reading moves by points from run to run on a shared VM: every run's figure
+    # for the library rows that save every few steps, and for the floor (same code in each column).
+    ours = impls[0][0]
+    for sc in hooked:
+        if sc.saved_every and sc.saved_every > 1:
+            each = sorted(100 * (r["ms_per_step"] / r["paired_ms_per_step"] - 1) for r in runs[(sc.name, ours)])
+            print(f"  {sc.name} ({ours}), each run: " + ", ".join(f"{x:+.1f}%" for x in each))
 
 
 def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:
@@ -297,6 +317,8 @@ def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: 
     if len(impls) > 1:
         ours, theirs = impls[0][0], impls[1][0]
         for sc in scenarios:
+            if sc.config.get("floor"):
+                continue  # (the same hand-written code in both columns)
             if (sc.name, ours) in added and (sc.name, theirs) in added and added[(sc.name, theirs)] > 0:
                 print(f"  {sc.name}: ours adds {added[(sc.name, ours)] / added[(sc.name, theirs)]:.2f}x "
                       f"of smdebug's time per saved step")
