@@ -43,9 +43,6 @@ class FloorHook:
         self.loss_slot = (handle.hooks_dict_ref(), handle.id, self._on_loss)
         self.loss_slot[0].pop(handle.id)
 
-    def set_mode(self, mode) -> None:
-        pass
-
     def close(self) -> None:
         pass
 
