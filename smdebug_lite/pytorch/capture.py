@@ -214,12 +214,14 @@ class StepBuffer:
 
     # -- replaying a record ---------------------------------------------------------------
 
-    def begin_replay(self, record: StepRecord) -> None:
-        """Capture this step by replaying `record` (`ready`: its buffers are written)."""
+    def begin_replay(self, record: StepRecord) -> bool:
+        """Capture this step by replaying `record` (`ready`: its buffers are written); False
+        when the step has captured something already."""
         if self._items or self._taken or self._replay is not None:
-            return
+            return False
         self._replay = record
         self._pos = 0
+        return True
 
     def _replayed_call(self, key: object, srcs) -> bool:
         """The next call of the replay, if `key` and the tensors match it; otherwise the

@@ -6,6 +6,8 @@
   saved once) and ``torch.compile``d models work, and no module backward hooks are needed.
   Gradient hooks are attached only while a step saves gradients: on other steps the backward
   pass runs no Python at all.
+* A run's saving cycle, once it repeats, is carried out without the general path's decisions
+  (`steady_cycle`): most saving steps, and the steps after them, cost a few checks and moves.
 * Module inputs/outputs are captured only for modules whose tensor names an included collection
   can match: other modules get no hook at all.
 * Everything the hook installs is a ``RemovableHandle``; ``remove()`` (and ``close()``) detach
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import operator
 import time
 from collections.abc import Iterable, Iterator
@@ -37,7 +40,9 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import step_call, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
+from smdebug_lite.pytorch.steady_cycle import SteadyCycle
 from smdebug_lite.pytorch.step_record import StepRecord
+from smdebug_lite.writer.step_writer import StepWriter
 
 logger = get_logger(__name__)
 _GLOBAL = ModeKeys.GLOBAL
@@ -216,6 +221,10 @@ class Hook(HookCore):
         # (hook dict, key there, callback) of every forward hook, and whether they are attached
         self._fwd_slots: list[tuple[dict, int, Any]] = []
         self._fwd_on = True
+        self._steady: SteadyCycle | None = None  # see `steady_cycle`
+        # (saving, their ids, plan cache, gradient ids, record) of a step just handed over as a
+        # repeat: what `start_step` makes a SteadyCycle of when the step after it is quiet
+        self._repeated: tuple | None = None
         super().__init__(
             out_dir,
             export_tensorboard=export_tensorboard,
@@ -430,6 +439,7 @@ class Hook(HookCore):
         self._root_by_module.clear()
         self._capturing = False
         self._quiet_left = 0
+        self._steady = None
 
     # -- torch callbacks -------------------------------------------------------------------------
 
@@ -448,6 +458,11 @@ class Hook(HookCore):
         if self.disabled or self._closed:
             return
         try:  # what `failsafe` does, without a context manager on every forward pass
+            cycle = self._steady
+            if cycle is not None:
+                if self._steady_end(cycle) if self._capturing else self._steady_begin(cycle, module):
+                    return
+                self._steady = None
             self.start_step()
             if self._capturing:
                 root = self._root_by_module.get(id(module))
@@ -539,6 +554,8 @@ class Hook(HookCore):
             if sw is not None and not len(sw) and rec.writer is self._writer and rec.writer.holds(rec.template):
                 # The step is the record's again: the writer process is told only its numbers.
                 buf.end_replay()
+                self._repeated = (self._saving, self._saving_ids, self._plan_cache,
+                                  self._grad_attached, rec)
                 sw.repeat = (rec.template, rec.size, time.time())
                 sw.on_written = rec.written
                 sw.on_submitted = functools.partial(self._record_used, rec, sw)
@@ -595,7 +612,9 @@ class Hook(HookCore):
             self._io_counts.clear()
         if self._grads_pending:  # a backward pass that failed never ran its end callback
             self._grads_pending = []
-        super().start_step()
+        self._repeated = None
+        super().start_step()  # (ends the step before: `_flush_buffer` may set `_repeated`)
+        repeated, self._repeated = self._repeated, None
         self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
         if self._capturing and self._buffer.record is not None:
             self._start_replay(self._buffer.record)
@@ -605,6 +624,128 @@ class Hook(HookCore):
             self._set_forward_hooks(self._capturing)
         if not (self._capturing or self._grad_attached or self._fwd_on):
             self._quiet_left = self._quiet_steps_ahead()
+            if repeated is not None:
+                self._steady = self._take_steady(*repeated)
+
+    # -- the steady saving cycle (see `steady_cycle`) --------------------------------------------
+
+    def _take_steady(self, saving: list, ids: frozenset[int], plan_cache: dict,
+                     grad_ids: frozenset[int], rec: StepRecord) -> SteadyCycle | None:
+        """The cycle just completed, as a `SteadyCycle`, if the next one can be carried out
+        without the general path: one model, one schedule that all included collections save
+        by, nothing else written at a saving step (TensorBoard, SageMaker metrics, training
+        state), every saving collection's names settled."""
+        mode = self.mode
+        if (len(self._roots) != 1 or self._tb is not None or self._sm_metrics is not None
+                or self._training_state is not None or not self.writes or self._buffer.record is not rec
+                or self._step_writer is not None or self._saving or self._pending_scalars
+                or ids not in self._all_matched or self._grad_wanted.get(ids) is not grad_ids
+                or self._plan_caches.get(ids) is not plan_cache):
+            return None
+        generation = _GENERATION[0]
+        quiet = self._quiet.get(mode)
+        schedules, members = self._schedule(mode)
+        # (this step lies in the quiet window the saving step opened, which ends at a saving step)
+        if (quiet is None or quiet[0] != generation or quiet[2] == math.inf or len(schedules) != 1
+                or len(members) != len(saving) or any(c is not s for (c, _), s in zip(members, saving, strict=True))):
+            return None
+        root = self._roots[0]
+        if root.saved_params is None or root.saved_params[0] is not plan_cache:
+            return None
+        grads = [(pid, p, callback) for pid, _, p, callback in self._grad_params if pid in grad_ids]
+        return SteadyCycle(generation, mode, schedules[0], saving, ids, plan_cache, self._saving_ids,
+                           self._plan_cache, rec, self._writer, root, root.saved_params[1], grads,
+                           grad_ids, int(quiet[2]))
+
+    def _steady_begin(self, cycle: SteadyCycle, module: nn.Module) -> bool:
+        """Start the cycle's next saving step, as `start_step` would, if nothing the cycle
+        relies on has changed; False: the general path starts it."""
+        mode = self.mode
+        mode_step = self.mode_steps.get(mode, -1) + 1
+        rec = cycle.record
+        buf = self._buffer
+        writer = self._writer
+        # (the schedule is the one the cycle was decided under: the step due is a saving step)
+        if (mode_step != cycle.due or mode is not cycle.mode or _GENERATION[0] != cycle.generation
+                or self._step_writer is not None or self._saving or self._pending_scalars
+                or self._grad_attached or self._fwd_on or self._grads_pending
+                or self._plan_caches.get(cycle.saving_ids) is not cycle.plan_cache
+                or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
+                or self._root_by_module.get(id(module)) is not cycle.root
+                or buf.record is not rec or writer is not cycle.writer or not writer.holds(rec.template)
+                or not rec.ready()):
+            return False
+        following = cycle.schedule.next_save_step(mode_step + 1)
+        if not buf.begin_replay(rec):
+            return False
+        step = self.step = self.step + 1
+        mode_steps = self.mode_steps
+        mode_steps[mode] = mode_step
+        if mode is not _GLOBAL:
+            mode_steps[_GLOBAL] = step
+        self._saving = cycle.saving
+        self._saving_ids = self._plan_key = cycle.saving_ids
+        self._plan_cache = cycle.plan_cache
+        self._quiet[mode] = (cycle.generation, mode_step, math.inf if following is None else following)
+        self._step_writer = StepWriter(step, self.worker, mode, mode_step)
+        self._capturing = True
+        slots = self._grad_slots
+        for pid, p, callback in cycle.grads:
+            _attach_grad_hook(p, slots[pid], callback, slots, pid)
+        self._grad_attached = cycle.grad_ids
+        self._set_forward_hooks(True)
+        buf.capture_many(cycle.params, False)
+        return True
+
+    def _steady_end(self, cycle: SteadyCycle) -> bool:
+        """End the cycle's saving step and start the quiet step after it, as `start_step`
+        would, if the step replayed its record and nothing else; False: the general path."""
+        buf = self._buffer
+        rec = cycle.record
+        sw = self._step_writer
+        mode = self.mode
+        writer = self._writer
+        if (sw is None or len(sw) or sw.step != self.step or buf.replayed() is not rec
+                or mode is not cycle.mode or _GENERATION[0] != cycle.generation
+                or self._saving is not cycle.saving or self._pending_scalars or self._grads_pending
+                or self._plan_caches.get(cycle.quiet_ids) is not cycle.quiet_plan_cache
+                or writer is not cycle.writer or not writer.holds(rec.template)):
+            return False
+        mode_step = self.mode_steps[mode] + 1
+        quiet = self._quiet.get(mode)
+        if quiet is None or quiet[0] != cycle.generation or not quiet[1] < mode_step < quiet[2]:
+            return False
+        # The saving step is handed over as a repeat of the record (see `_flush_buffer`).
+        self._capturing = False
+        buf.end_replay()
+        self._io_counts.clear()
+        self._step_writer = None
+        sw.repeat = (rec.template, rec.size, time.time())
+        sw.on_written = rec.written
+        writer.submit(sw)
+        rec.used_by(sw.token)
+        self.last_saved_step = sw.step
+        self._maybe_export_collections()
+        # The step after it saves nothing (see `HookCore._begin`).
+        step = self.step = self.step + 1
+        mode_steps = self.mode_steps
+        mode_steps[mode] = mode_step
+        if mode is not _GLOBAL:
+            mode_steps[_GLOBAL] = step
+        self._saving = []
+        self._saving_ids = self._plan_key = cycle.quiet_ids
+        self._plan_cache = cycle.quiet_plan_cache
+        slots = self._grad_slots
+        for pid, p, _ in cycle.grads:
+            _detach_grad_hook(p, slots[pid])
+        self._grad_attached = frozenset()
+        self._set_forward_hooks(False)
+        self._quiet_left = self._quiet_steps_ahead()
+        if quiet[2] == math.inf:  # no collection saves again: no more cycles
+            self._steady = None
+        else:
+            cycle.due = int(quiet[2])
+        return True
 
     def end_step(self) -> None:
         """Write what the step captured (one host transfer for its reductions), then submit it."""
@@ -623,6 +764,7 @@ class Hook(HookCore):
 
     def disable(self, where: str, error: BaseException) -> None:
         self._capturing = False
+        self._steady = None
         super().disable(where, error)
 
     def _to_numpy(self, value: Any) -> np.ndarray:
