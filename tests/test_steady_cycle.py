@@ -88,7 +88,7 @@ def _same_files(a, b) -> None:
             assert other.tensors[name].dtype == value.dtype
 
 
-def _both_ways(tmp_path, monkeypatch, cycles, **kwargs) -> None:
+def _both_ways(tmp_path, monkeypatch, cycles, **kwargs) -> dict[str, int]:
     """Run with the cycle, then with the general path alone, and compare the files."""
     _run(tmp_path / "steady", **kwargs)
     taken = dict(cycles)

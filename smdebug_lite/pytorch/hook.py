@@ -459,8 +459,12 @@ class Hook(HookCore):
             return
         try:  # what `failsafe` does, without a context manager on every forward pass
             cycle = self._steady
-            if cycle is not None:
-                if self._steady_end(cycle) if self._capturing else self._steady_begin(cycle, module):
+            if cycle is not None:  # (see `steady_cycle`)
+                if self._capturing:
+                    done = self._steady_end(cycle)  # the saving step ends
+                else:
+                    done = self._steady_begin(cycle, module)  # the saving step begins
+                if done:
                     return
                 self._steady = None
             self.start_step()
