@@ -173,9 +173,8 @@ def test_every_disturbance_of_the_cycle_gives_the_general_paths_files(tmp_path, 
 def test_the_cycle_stops_where_no_collection_saves_again(tmp_path, monkeypatch, cycles):
     def events(hook, step, model, x, loss):
         if step == 20:
-            for mode in (smd.modes.TRAIN,):
-                cfg = hook.get_collection("weights").save_config.get_save_config(mode)
-                cfg.end_step = 27
+            cfg = hook.get_collection("weights").save_config.get_save_config(smd.modes.TRAIN)
+            cfg.end_step = 27
         return None
 
     _both_ways(tmp_path, monkeypatch, cycles, steps=40, interval=3, events=events)

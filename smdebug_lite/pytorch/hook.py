@@ -555,13 +555,12 @@ class Hook(HookCore):
         buf, sw = self._buffer, self._step_writer
         rec = buf.replayed()
         if rec is not None:
-            if sw is not None and not len(sw) and rec.writer is self._writer and rec.writer.holds(rec.template):
+            if sw is not None and not len(sw) and rec.repeatable_by(self._writer):
                 # The step is the record's again: the writer process is told only its numbers.
                 buf.end_replay()
                 self._repeated = (self._saving, self._saving_ids, self._plan_cache,
                                   self._grad_attached, rec)
-                sw.repeat = (rec.template, rec.size, time.time())
-                sw.on_written = rec.written
+                rec.repeat_as(sw)
                 sw.on_submitted = functools.partial(self._record_used, rec, sw)
                 return
             buf.abort_replay()
@@ -606,7 +605,7 @@ class Hook(HookCore):
         """Replay the record in this saving step if nothing it relies on has changed."""
         sw = self._step_writer
         if (sw is not None and not len(sw) and rec.plan_cache is self._plan_cache and self._tb is None
-                and rec.writer is self._writer and rec.writer.holds(rec.template) and rec.ready()):
+                and rec.repeatable_by(self._writer) and rec.ready()):
             self._buffer.begin_replay(rec)
 
     # -- steps -----------------------------------------------------------------------------------
@@ -658,7 +657,7 @@ class Hook(HookCore):
             return None
         grads = [(pid, p, callback) for pid, _, p, callback in self._grad_params if pid in grad_ids]
         return SteadyCycle(generation, mode, schedules[0], saving, ids, plan_cache, self._saving_ids,
-                           self._plan_cache, rec, self._writer, root, root.saved_params[1], grads,
+                           self._plan_cache, rec, root, root.saved_params[1], grads,
                            grad_ids, int(quiet[2]))
 
     def _steady_begin(self, cycle: SteadyCycle, module: nn.Module) -> bool:
@@ -668,7 +667,6 @@ class Hook(HookCore):
         mode_step = self.mode_steps.get(mode, -1) + 1
         rec = cycle.record
         buf = self._buffer
-        writer = self._writer
         # (the schedule is the one the cycle was decided under: the step due is a saving step)
         if (mode_step != cycle.due or mode is not cycle.mode or _GENERATION[0] != cycle.generation
                 or self._step_writer is not None or self._saving or self._pending_scalars
@@ -676,8 +674,7 @@ class Hook(HookCore):
                 or self._plan_caches.get(cycle.saving_ids) is not cycle.plan_cache
                 or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
                 or self._root_by_module.get(id(module)) is not cycle.root
-                or buf.record is not rec or writer is not cycle.writer or not writer.holds(rec.template)
-                or not rec.ready()):
+                or buf.record is not rec or not rec.repeatable_by(self._writer) or not rec.ready()):
             return False
         following = cycle.schedule.next_save_step(mode_step + 1)
         if not buf.begin_replay(rec):
@@ -708,12 +705,11 @@ class Hook(HookCore):
         rec = cycle.record
         sw = self._step_writer
         mode = self.mode
-        writer = self._writer
         if (sw is None or len(sw) or sw.step != self.step or buf.replayed() is not rec
                 or mode is not cycle.mode or _GENERATION[0] != cycle.generation
                 or self._saving is not cycle.saving or self._pending_scalars or self._grads_pending
                 or self._plan_caches.get(cycle.quiet_ids) is not cycle.quiet_plan_cache
-                or writer is not cycle.writer or not writer.holds(rec.template)):
+                or not rec.repeatable_by(self._writer)):
             return False
         mode_step = self.mode_steps[mode] + 1
         quiet = self._quiet.get(mode)
@@ -724,9 +720,8 @@ class Hook(HookCore):
         buf.end_replay()
         self._io_counts.clear()
         self._step_writer = None
-        sw.repeat = (rec.template, rec.size, time.time())
-        sw.on_written = rec.written
-        writer.submit(sw)
+        rec.repeat_as(sw)
+        self._writer.submit(sw)
         rec.used_by(sw.token)
         self.last_saved_step = sw.step
         self._maybe_export_collections()

@@ -39,8 +39,7 @@ class SteadyCycle:
     plan_cache: dict
     quiet_ids: frozenset[int]  # the same for the steps that save nothing
     quiet_plan_cache: dict
-    record: StepRecord  # what the saving step replays, and the writer that repeats it
-    writer: Any
+    record: StepRecord  # what the saving step replays (and whose writer repeats it)
     root: Any  # the registered model (`hook._Root`) whose forward pass starts the step
     params: list  # its (plan, parameter) pairs saved at the step's start
     grads: list[tuple[int, Any, Any]]  # (id, parameter, callback) of the gradient hooks attached

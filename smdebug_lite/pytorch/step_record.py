@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import operator
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -89,6 +90,17 @@ class StepRecord:
             if not (self._dropped and self._owned and self._pending == 0):
                 return
         self._give_back(self.entries)
+
+    def repeatable_by(self, writer: object) -> bool:
+        """Whether `writer` is the one that wrote the record and still holds its template, so
+        that a step replaying it can go over as a repeat."""
+        return writer is self.writer and writer is not None and writer.holds(self.template)
+
+    def repeat_as(self, sw) -> None:
+        """Make `sw` (a step that replayed the record, with nothing else) a repeat of its
+        template; the buffers are the record's again once the writer has written it."""
+        sw.repeat = (self.template, self.size, time.time())
+        sw.on_written = self.written
 
     def ready(self) -> bool:
         """Whether the writer has written every step that used the buffers (the board's
