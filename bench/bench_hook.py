@@ -298,7 +298,18 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
     for sc in hooked:
         if sc.saved_every and sc.saved_every > 1:
             each = sorted(100 * _paired_overhead(r) for r in runs[(sc.name, ours)])
-            print(f"  {sc.name} ({ours}), each run: " + ", ".join(f"{x:+.1f}%" for x in each))
+            print(f"  {sc.name} ({ours}), each run: " + ", ".join(f"{x:+.1f}%" for x in each)
+                  + _mean_and_error(each))
+
+
+def _mean_and_error(xs: list[float]) -> str:
+    """The runs' mean and its standard error: whether a run this size can tell a figure from a
+    target a point away."""
+    if len(xs) < 2:
+        return ""
+    mean = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
+    return f"; mean {mean:+.1f}% ± {sd / math.sqrt(len(xs)):.1f} (standard error)"
 
 
 def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:
