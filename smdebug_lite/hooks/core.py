@@ -59,7 +59,7 @@ from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import TrialWriter
+from smdebug_lite.writer.trial_writer import TrialWriter, WriteFailed
 from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
 
 logger = get_logger(__name__)
@@ -168,6 +168,7 @@ class HookCore:
         self.step = -1
         self.mode_steps: dict[ModeKeys, int] = {ModeKeys.GLOBAL: -1}
         self.disabled = False
+        self._write_failure_reported = False  # (see `disable`)
         self.last_saved_step: int | None = None
         self._prepared = False
         self._match_cache: dict[str, list[Collection]] = {}
@@ -778,6 +779,13 @@ class HookCore:
         self.disabled = True
         self._quiet_left = 0
         self._step_writer = None
+        if isinstance(error, WriteFailed):
+            # Not a fault of the hook (a full disk, S3 refusing writes): no traceback, and
+            # `close` does not report it again.
+            self._write_failure_reported = True
+            logger.error("smdebug-lite stopped saving tensors for the rest of this run (%s); "
+                         "training continues, and the steps written before stay readable", error)
+            return
         logger.error(
             "smdebug-lite hook failed in %s and is now disabled for the rest of this run; "
             "training continues without saving tensors. Cause: %s: %s\n%s",
@@ -810,6 +818,9 @@ class HookCore:
                     writer.close()
                 except _SilentDisable:
                     pass
+                except WriteFailed as e:
+                    if not self._write_failure_reported:
+                        logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
                 except Exception as e:
                     logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
             if self._tb is not None:

@@ -25,6 +25,11 @@ DEFAULT_MAX_PENDING_BYTES = int(os.environ.get("SMDEBUG_WRITER_MAX_PENDING_MB", 
 _STOP = object()
 
 
+class WriteFailed(RuntimeError):
+    """Writing an out_dir failed (a full disk, a lost writer process, an S3 error). The writer
+    logged the cause when it happened; this carries it to the hook, which stops saving."""
+
+
 def on_sagemaker() -> bool:
     return bool(os.environ.get("TRAINING_JOB_NAME"))
 
@@ -118,7 +123,7 @@ class TrialWriter:
         if self.error is None and self.files.upload_error is not None:
             self.error = self.files.upload_error  # reported to training on the next step, not at close
         if self.error is not None:
-            raise RuntimeError(f"writing to {self.out_dir} failed: {self.error}") from self.error
+            raise WriteFailed(f"writing to {self.out_dir} failed: {self.error}") from self.error
 
     # -- background side -----------------------------------------------------------------
 

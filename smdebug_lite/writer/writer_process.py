@@ -42,7 +42,12 @@ from smdebug_lite.writer.ack_board import RING_SUPPORTED, AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
 from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import DEFAULT_MAX_PENDING_BYTES, TrialWriter, on_sagemaker
+from smdebug_lite.writer.trial_writer import (
+    DEFAULT_MAX_PENDING_BYTES,
+    TrialWriter,
+    WriteFailed,
+    on_sagemaker,
+)
 from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
@@ -436,13 +441,13 @@ class ProcessTrialWriter:
             self.proc.send(msg, poll=poll)
         except WriterProcessError as e:
             self.error = self.error or e
-            raise RuntimeError(f"writing to {self.out_dir} failed: {e}") from e
+            raise WriteFailed(f"writing to {self.out_dir} failed: {e}") from e
 
     def _raise_if_failed(self) -> None:
         if self.error is None:
             self.proc.poll()
         if self.error is not None:
-            raise RuntimeError(f"writing to {self.out_dir} failed: {self.error}") from self.error
+            raise WriteFailed(f"writing to {self.out_dir} failed: {self.error}") from self.error
 
 
 # -- choosing a writer ---------------------------------------------------------------------------

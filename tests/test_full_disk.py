@@ -1,0 +1,81 @@
+"""The disk fills up mid-run: training goes on, what was written stays readable and exact, no
+half-written file is left, and the failure is reported once, with its cause and without a
+traceback. A real full filesystem: a 1 MiB tmpfs mounted in a private mount namespace
+(`unshare -m`, which needs root or CAP_SYS_ADMIN; skipped elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Mounts a 1 MiB tmpfs on $1, then runs the rest of the arguments.
+NAMESPACE_SCRIPT = 'mount -t tmpfs -o size=1m tmpfs "$1" && shift && exec "$@"'
+
+TRAIN = textwrap.dedent("""
+    import glob, json, sys
+    import torch
+    from torch import nn
+    import smdebug_lite.pytorch as smd
+    from smdebug_lite.trials import create_trial
+
+    out = sys.argv[1] + "/run"
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    hook = smd.Hook(out_dir=out, save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights", "gradients", "losses"])
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    weights = {}  # what the hook should have saved, captured independently
+    for step in range(60):  # about 80 KB a step: the disk is full after a dozen steps
+        weights[step] = model[0].weight.detach().clone().numpy()
+        opt.zero_grad()
+        loss_fn(model(torch.randn(32, 64)), torch.randint(0, 10, (32,))).backward()
+        opt.step()
+    hook.close()
+    trial = create_trial(out)
+    steps = trial.steps()
+    exact = all((trial.tensor("Sequential_0.weight").value(s) == weights[s]).all() for s in steps)
+    print("@@RESULT@@" + json.dumps({
+        "trained": step + 1, "disabled": hook.disabled, "steps": steps, "exact": bool(exact),
+        "tmp_files": glob.glob(out + "/**/*.tmp", recursive=True)}))
+""")
+
+
+@pytest.mark.parametrize("writer", ["process", "thread"])
+def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, writer):
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN)
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "SMDEBUG_WRITER": writer,
+           "HOME": str(tmp_path)}
+    try:
+        proc = subprocess.run(["unshare", "-m", "sh", "-c", NAMESPACE_SCRIPT, "sh", str(mount),
+                               sys.executable, str(script), str(mount)],
+                              capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    except FileNotFoundError:
+        pytest.skip("unshare(1) is not installed")
+    if "@@RESULT@@" not in proc.stdout and ("unshare" in proc.stderr or "mount" in proc.stderr):
+        pytest.skip(f"no private tmpfs mount here (needs root or CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.split("@@RESULT@@")[1])
+    assert result["trained"] == 60 and result["disabled"]
+    steps = result["steps"]
+    assert steps == list(range(len(steps))) and 3 <= len(steps) < 60, steps
+    assert result["exact"] and result["tmp_files"] == []
+    output = proc.stdout + proc.stderr  # (the library logs to stdout)
+    errors = [line for line in output.splitlines() if " ERROR " in line]
+    assert "Traceback" not in output, output
+    assert any("stopped saving tensors" in e and "No space left on device" in e
+               and str(mount / "run") in e for e in errors), errors
+    # The writer's cause, then the hook's consequence; nothing at each later step or at close.
+    assert len(errors) <= 2, errors
