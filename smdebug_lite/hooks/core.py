@@ -653,10 +653,15 @@ class HookCore:
 
     def _writer_for_step(self) -> TrialWriter | ProcessTrialWriter:
         if self._writer is None:
-            if not self._claim_out_dir():
+            try:
+                claimed = self._claim_out_dir()
+                if claimed:
+                    self._writer = open_trial_writer(self.out_dir, self.worker)
+            except OSError as e:  # (a full disk, a read-only or missing mount)
+                raise WriteFailed(f"writing to {self.out_dir} failed: {type(e).__name__}: {e}") from e
+            if not claimed:
                 self.writes = False
                 raise _SilentDisable()
-            self._writer = open_trial_writer(self.out_dir, self.worker)
         return self._writer
 
     def _claim_out_dir(self) -> bool:
@@ -669,8 +674,12 @@ class HookCore:
         for _ in range(2):
             try:
                 fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                with os.fdopen(fd, "w") as f:
-                    f.write(str(os.getpid()))
+                try:
+                    with os.fdopen(fd, "w") as f:
+                        f.write(str(os.getpid()))
+                except OSError:
+                    os.unlink(path)  # (an empty claim would read as a dead owner's anyway)
+                    raise
                 self._claimed = True
                 return True
             except FileExistsError:
