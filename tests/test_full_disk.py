@@ -37,8 +37,11 @@ TRAIN = textwrap.dedent("""
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
+    tensorboard = sys.argv[2] == "mid-run, tensorboard"
     hook = smd.Hook(out_dir=out, save_config=smd.SaveConfig(save_interval=1),
-                    include_collections=["weights", "gradients", "losses"])
+                    include_collections=["weights", "gradients", "losses"],
+                    export_tensorboard=tensorboard,
+                    tensorboard_dir=sys.argv[1] + "/tb" if tensorboard else None)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     weights = {}  # what the hook should have saved, captured independently
@@ -61,8 +64,9 @@ TRAIN = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("writer", ["process", "thread"])
-@pytest.mark.parametrize("when", ["mid-run", "full"])
+@pytest.mark.parametrize(("when", "writer"), [
+    ("mid-run", "process"), ("mid-run", "thread"), ("full", "process"), ("full", "thread"),
+    ("mid-run, tensorboard", "process")])  # (TensorBoard files are written by the hook itself)
 def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, writer, when):
     mount = tmp_path / "disk"
     mount.mkdir()
@@ -83,12 +87,13 @@ def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, writer, whe
     assert result["trained"] == 60 and result["disabled"]
     steps = result["steps"]
     assert steps == list(range(len(steps))), steps
-    assert 3 <= len(steps) < 60 if when == "mid-run" else steps == [], steps
+    assert 3 <= len(steps) < 60 if when.startswith("mid-run") else steps == [], steps
     assert result["exact"] and result["tmp_files"] == []
     output = proc.stdout + proc.stderr  # (the library logs to stdout)
     errors = [line for line in output.splitlines() if " ERROR " in line]
     assert "Traceback" not in output, output
+    where = mount / ("tb" if "tensorboard" in when else "run")
     assert any("stopped saving tensors" in e and "No space left on device" in e
-               and str(mount / "run") in e for e in errors), errors
+               and str(where) in e for e in errors), errors
     # The writer's cause, then the hook's consequence; nothing at each later step or at close.
     assert len(errors) <= 2, errors

@@ -59,7 +59,8 @@ from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import TrialWriter, WriteFailed
+from smdebug_lite.writer.trial_writer import TrialWriter
+from smdebug_lite.writer.write_failed import WriteFailed
 from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
 
 logger = get_logger(__name__)

@@ -19,6 +19,7 @@ from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.format.records import encode_record
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.writer.write_failed import WriteFailed
 
 logger = get_logger(__name__)
 
@@ -97,7 +98,11 @@ class TensorBoardWriter:
             return
         mode = parse_mode(mode)
         event = pb.Event(wall_time=time.time(), step=int(step), summary=pb.Summary(value=[value]))
-        self._file(int(step), mode).write(encode_record(event.SerializeToString(), real_crc=True))
+        try:
+            self._file(int(step), mode).write(encode_record(event.SerializeToString(), real_crc=True))
+        except OSError as e:  # (a full disk: the hook stops saving, see `WriteFailed`)
+            raise WriteFailed(f"writing TensorBoard events to {self.tb_dir} failed: "
+                              f"{type(e).__name__}: {e}") from e
 
     def add_scalar(self, tag: str, value: float, step: int, mode=ModeKeys.GLOBAL) -> None:
         self._write(pb.Summary.Value(tag=clean_tag(tag), simple_value=float(value)), step, mode)

@@ -17,17 +17,13 @@ import time
 from smdebug_lite.logger import get_logger
 from smdebug_lite.writer.step_files import StepFiles
 from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.write_failed import WriteFailed
 from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
 
 DEFAULT_MAX_PENDING_BYTES = int(os.environ.get("SMDEBUG_WRITER_MAX_PENDING_MB", "512")) << 20
 _STOP = object()
-
-
-class WriteFailed(RuntimeError):
-    """Writing an out_dir failed (a full disk, a lost writer process, an S3 error). The writer
-    logged the cause when it happened; this carries it to the hook, which stops saving."""
 
 
 def on_sagemaker() -> bool:

@@ -42,12 +42,8 @@ from smdebug_lite.writer.ack_board import RING_SUPPORTED, AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
 from smdebug_lite.writer.shared_arena import Arena, Segment, shared_memory_supported
 from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import (
-    DEFAULT_MAX_PENDING_BYTES,
-    TrialWriter,
-    WriteFailed,
-    on_sagemaker,
-)
+from smdebug_lite.writer.trial_writer import DEFAULT_MAX_PENDING_BYTES, TrialWriter, on_sagemaker
+from smdebug_lite.writer.write_failed import WriteFailed
 from smdebug_lite.writer.writer_waits import WriterWaits
 
 logger = get_logger(__name__)
