@@ -828,11 +828,9 @@ class HookCore:
                     writer.close()
                 except _SilentDisable:
                     pass
-                except WriteFailed as e:
-                    if not self._write_failure_reported:
-                        logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
                 except Exception as e:
-                    logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
+                    if not (isinstance(e, WriteFailed) and self._write_failure_reported):
+                        logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
             if self._tb is not None:
                 self._tb.close()
             if self._sm_metrics is not None:
