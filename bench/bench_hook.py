@@ -24,6 +24,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -152,7 +153,7 @@ def pytorch_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
     return {"ms_per_step": 1000 * elapsed / steps, "cpu_ms_per_step": 1000 * cpu / steps,
             "close_ms": 1000 * close_s, "paired_ms_per_step": 1000 * twin_elapsed / steps,
             "paired_cpu_ms_per_step": 1000 * twin_cpu / steps,
-            "block_median_ratio": _median(ratios)}
+            "block_median_ratio": statistics.median(ratios)}
 
 
 ROW_FUNCTIONS: list[Callable[[], list[Scenario]]] = [pytorch_rows]
@@ -241,12 +242,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _median(xs: list[float]) -> float:
-    xs = sorted(xs)
-    n = len(xs)
-    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
-
-
 def _paired_overhead(run: dict) -> float:
     """A run's time per step against its plain twin's, less 1."""
     return run["ms_per_step"] / run["paired_ms_per_step"] - 1
@@ -275,13 +270,13 @@ def _print_paired(scenarios: list[Scenario], impls, runs) -> None:
             rs = runs[(sc.name, label)]
             if not all("paired_ms_per_step" in r for r in rs):
                 continue
-            ms = _median([r["ms_per_step"] for r in rs])
-            over = _median(list(map(_paired_overhead, rs)))
-            block = _median([r.get("block_median_ratio", math.nan) - 1 for r in rs])
+            ms = statistics.median([r["ms_per_step"] for r in rs])
+            over = statistics.median(list(map(_paired_overhead, rs)))
+            block = statistics.median([r.get("block_median_ratio", math.nan) - 1 for r in rs])
             if sc.saved_every is None:
                 row += f"{ms:16.3f}{100 * over:+9.1f}%{100 * block:+9.1f}%{'-':>13s}"
                 continue
-            per_saved = _median([(r["ms_per_step"] - r["paired_ms_per_step"]) * sc.saved_every
+            per_saved = statistics.median([(r["ms_per_step"] - r["paired_ms_per_step"]) * sc.saved_every
                                  for r in rs])
             added[(sc.name, label)] = per_saved
             row += f"{ms:16.3f}{100 * over:+9.1f}%{100 * block:+9.1f}%{per_saved:13.3f}"
@@ -307,9 +302,8 @@ def _mean_and_error(xs: list[float]) -> str:
     target a point away."""
     if len(xs) < 2:
         return ""
-    mean = sum(xs) / len(xs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (len(xs) - 1))
-    return f"; mean {mean:+.1f}% ± {sd / math.sqrt(len(xs)):.1f} (standard error)"
+    error = statistics.stdev(xs) / math.sqrt(len(xs))
+    return f"; mean {statistics.mean(xs):+.1f}% ± {error:.1f} (standard error)"
 
 
 def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:
