@@ -56,6 +56,9 @@ _IO_INDEX_PROBE = 16
 # Runs a function once the current backward pass has finished (how DDP finishes its buckets).
 # A private API: without it, gradients are copied in their hooks as they come.
 _queue_callback = getattr(getattr(torch.autograd.Variable, "_execution_engine", None), "queue_callback", None)
+# -1 outside a backward pass. A forward call inside one is activation checkpointing computing a
+# checkpointed part again (`torch.utils.checkpoint`): not a new step, nor new inputs/outputs.
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 
 
@@ -445,6 +448,8 @@ class Hook(HookCore):
 
     def forward_pre_hook(self, module: nn.Module, inputs: Any) -> None:
         """A registered module's forward begins: the previous step ends and a new one starts."""
+        if _graph_task_id() != -1:
+            return  # (recomputed in a backward pass, see `_graph_task_id`)
         left = self._quiet_left
         if left and _GENERATION[0] == self._quiet_gen:
             # Most steps: nothing to finish and nothing to save; only the counters move.
@@ -477,7 +482,7 @@ class Hook(HookCore):
                 raise e
 
     def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
-        if not self._capturing:
+        if not self._capturing or _graph_task_id() != -1:  # (see `_graph_task_id`)
             return
         try:  # what `failsafe` does, without a context manager on every call
             wants = self._io_wants_by_name.get(name)

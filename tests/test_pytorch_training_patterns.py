@@ -1,0 +1,229 @@
+"""The PyTorch hook inside the training loops people actually write: gradient clipping, gradients
+zeroed in place, mixed precision (autocast, GradScaler), activation checkpointing.
+
+Each loop runs long enough for the steady saving cycle (step records replayed, see
+`steady_cycle`) to carry most saving steps, and every saved value is compared with one the test
+captured itself with plain torch at the point the docs name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from _pytorch_support import (
+    MLP,
+    read_out_dir,
+    seeded_without_hook,  # noqa: F401  (a fixture, see pytestmark)
+)
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+import smdebug_lite.pytorch as smd
+
+torch.set_num_threads(1)
+pytestmark = pytest.mark.usefixtures("seeded_without_hook")
+
+STEPS = 12
+INTERVAL = 2
+W = ["MLP_fc1.weight", "MLP_fc1.bias", "MLP_fc2.weight", "MLP_fc2.bias"]
+G = ["gradient/" + n for n in W]
+LOSS = "CrossEntropyLoss_output_0"
+
+
+def _params(model: nn.Module) -> dict[str, np.ndarray]:
+    return {f"MLP_{n}": p.detach().clone().numpy() for n, p in model.named_parameters()}
+
+
+def _grads(model: nn.Module) -> dict[str, np.ndarray]:
+    return {f"gradient/MLP_{n}": p.grad.detach().clone().numpy() for n, p in model.named_parameters()}
+
+
+def _batches(steps: int = STEPS):
+    g = torch.Generator().manual_seed(1)
+    return [(torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)) for _ in range(steps)]
+
+
+def _hooked(tmp_path, model: nn.Module, loss_fn: nn.Module, **kwargs) -> smd.Hook:
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=INTERVAL),
+                    include_collections=kwargs.pop("include_collections", ["weights", "biases", "gradients", "losses"]),
+                    **kwargs)
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    return hook
+
+
+def _assert_saved(tmp_path, expected: dict[int, dict[str, np.ndarray]]) -> dict:
+    """Every saving step wrote exactly what the test recorded for it."""
+    data = read_out_dir(tmp_path / "run")
+    assert sorted(s for _, s in data) == list(range(0, STEPS, INTERVAL))
+    for step, values in expected.items():
+        if step % INTERVAL:
+            continue
+        saved = data[("worker_0", step)].tensors
+        assert set(values) <= set(saved), (step, set(values) - set(saved))
+        for name, value in values.items():
+            assert saved[name].dtype == value.dtype, (step, name)
+            np.testing.assert_array_equal(saved[name], value, err_msg=f"step {step} {name}")
+    return data
+
+
+def test_gradients_are_saved_as_backward_left_them_before_clipping(tmp_path):
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    hook = _hooked(tmp_path, model, loss_fn)
+    expected = {}
+    for step, (x, y) in enumerate(_batches()):
+        before = _params(model)
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1e-3)
+        clipped = _grads(model)
+        assert not np.allclose(clipped[G[0]], expected[step][G[0]])  # the clip did change them
+        opt.step()
+    hook.close()
+    _assert_saved(tmp_path, expected)
+
+
+def test_gradients_zeroed_in_place_are_saved_at_each_saving_step(tmp_path):
+    """``zero_grad(set_to_none=False)`` keeps the same gradient tensors for the whole run."""
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    hook = _hooked(tmp_path, model, loss_fn)
+    expected = {}
+    grad_tensors = None
+    for step, (x, y) in enumerate(_batches()):
+        before = _params(model)
+        opt.zero_grad(set_to_none=False)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        if grad_tensors is None:
+            grad_tensors = [p.grad for p in model.parameters()]
+        assert all(p.grad is g for p, g in zip(model.parameters(), grad_tensors, strict=True))
+        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        opt.step()
+    hook.close()
+    _assert_saved(tmp_path, expected)
+
+
+def test_cpu_autocast_saves_low_precision_outputs_exactly(tmp_path):
+    """Under ``torch.autocast`` a Linear's output is bfloat16 while parameters, their gradients
+    and the loss stay float32. The bfloat16 output is stored as float32 (every bfloat16 value is
+    one; smdebug 1.0.34 cannot read BFLOAT16), exactly."""
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = _hooked(tmp_path, model, loss_fn, include_regex=["fc1_output_0"])
+    outputs: list[torch.Tensor] = []
+    model.fc1.register_forward_hook(lambda m, i, o: outputs.append(o.detach().clone()))
+    expected = {}
+    for step, (x, y) in enumerate(_batches()):
+        before = _params(model)
+        opt.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        out = outputs[-1]
+        assert out.dtype == torch.bfloat16 and loss.dtype == torch.float32
+        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy(),
+                          "fc1_output_0": out.float().numpy()}
+        opt.step()
+    hook.close()
+    _assert_saved(tmp_path, expected)
+
+
+def test_grad_scaler_gradients_are_saved_scaled_as_backward_produced_them(tmp_path):
+    """With ``torch.amp.GradScaler`` the backward pass produces the gradients of the scaled loss;
+    those are saved (as smdebug saved them), not the ones ``unscale_`` leaves. The loss is saved
+    unscaled: it is the loss module's output."""
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
+    hook = _hooked(tmp_path, model, loss_fn)
+    expected, scales = {}, {}
+    for step, (x, y) in enumerate(_batches()):
+        before = _params(model)
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        scaler.scale(loss).backward()
+        scales[step] = scaler.get_scale()
+        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        scaler.unscale_(opt)
+        scaler.step(opt)
+        scaler.update()
+    hook.close()
+    data = _assert_saved(tmp_path, expected)
+    assert len(set(scales.values())) > 1  # the scale grew during the run: each step has its own
+    saved = data[("worker_0", 2)].tensors[G[0]]
+    unscaled = expected[2][G[0]] / scales[2]
+    np.testing.assert_allclose(saved / scales[2], unscaled, rtol=1e-6)
+
+
+class _Blocks(nn.Module):
+    """An MLP whose first block is recomputed in the backward pass (activation checkpointing)."""
+
+    def __init__(self, use_reentrant: bool) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.relu = nn.ReLU()
+        self.fc2 = nn.Linear(8, 3)
+        self.use_reentrant = use_reentrant
+
+    def forward(self, x):
+        if self.use_reentrant:
+            x = x.detach().requires_grad_()  # (the reentrant variant needs an input that does)
+        h = checkpoint(lambda t: self.relu(self.fc1(t)), x, use_reentrant=self.use_reentrant)
+        return self.fc2(h)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_activation_checkpointing_saves_each_output_once(tmp_path, use_reentrant):
+    """The backward pass runs the checkpointed block's forward again; that recomputation is
+    not another call of the module: its outputs are not saved again (as ``fc1_output_1``), and
+    the values saved are those of the step's forward pass."""
+    model, loss_fn = _Blocks(use_reentrant), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = _hooked(tmp_path, model, loss_fn, include_collections=["gradients", "losses"],
+                   include_regex=[r"fc1_output_\d+", r"relu_input_\d+"])
+    calls: list[torch.Tensor] = []
+    model.fc1.register_forward_hook(lambda m, i, o: calls.append(o.detach().clone()))
+    expected = {}
+    for step, (x, y) in enumerate(_batches()):
+        calls.clear()
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        first = calls[0]
+        loss.backward()
+        assert len(calls) == 2  # the recomputation ran fc1 again
+        expected[step] = {"fc1_output_0": first.numpy(), "relu_input_0": first.numpy(),
+                          LOSS: loss.detach().numpy().copy(),
+                          **{f"gradient/_Blocks_{n}": p.grad.detach().clone().numpy()
+                             for n, p in model.named_parameters()}}
+        opt.step()
+    hook.close()
+    data = _assert_saved(tmp_path, expected)
+    for (_, step), d in data.items():
+        assert not any(n.endswith("_1") for n in d.tensors), (step, sorted(d.tensors))
+    assert hook.step == STEPS - 1  # the recomputation did not count as a step either
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_a_checkpointed_registered_model_counts_one_step_per_forward_pass(tmp_path, use_reentrant):
+    """The registered model itself under ``checkpoint``: its forward runs again in the backward
+    pass, which is not a new step."""
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = _hooked(tmp_path, model, loss_fn, include_collections=["weights", "gradients", "losses"])
+    expected = {}
+    for step, (x, y) in enumerate(_batches()):
+        before = _params(model)
+        opt.zero_grad()
+        x.requires_grad_(use_reentrant)  # (the reentrant variant needs an input that does)
+        loss = loss_fn(checkpoint(model, x, use_reentrant=use_reentrant), y)
+        loss.backward()
+        expected[step] = {**{k: v for k, v in before.items() if k.endswith("weight")},
+                          **_grads(model), LOSS: loss.detach().numpy().copy()}
+        opt.step()
+    assert hook.step == STEPS - 1
+    hook.close()
+    _assert_saved(tmp_path, expected)
