@@ -227,3 +227,25 @@ def test_a_checkpointed_registered_model_counts_one_step_per_forward_pass(tmp_pa
     assert hook.step == STEPS - 1
     hook.close()
     _assert_saved(tmp_path, expected)
+
+
+def test_evaluation_under_inference_mode(tmp_path):
+    """An EVAL loop under ``torch.inference_mode()`` (tensors that cannot be saved for backward
+    or changed outside it) saves its parameters, module outputs and losses like any other."""
+    model, loss_fn = MLP(), nn.CrossEntropyLoss()
+    hook = _hooked(tmp_path, model, loss_fn, include_collections=["weights", "losses"],
+                   include_regex=["fc2_output_0"])
+    outputs: list[torch.Tensor] = []
+    model.fc2.register_forward_hook(lambda m, i, o: outputs.append(o.clone()))
+    hook.set_mode(smd.modes.EVAL)
+    model.eval()
+    expected = {}
+    with torch.inference_mode():
+        for step, (x, y) in enumerate(_batches()):
+            loss = loss_fn(model(x), y)
+            assert loss.is_inference()
+            expected[step] = {**{k: v for k, v in _params(model).items() if k.endswith("weight")},
+                              "fc2_output_0": outputs[-1].numpy(), LOSS: loss.numpy().copy()}
+    hook.close()
+    data = _assert_saved(tmp_path, expected)
+    assert {d.mode for d in data.values()} == {"EVAL"}
