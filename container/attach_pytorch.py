@@ -19,7 +19,7 @@ from torch.nn.modules import module as module_mod
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import get_hook
-from smdebug_lite.pytorch.hook import Hook
+from smdebug_lite.pytorch.hook import Hook, in_backward_pass
 
 logger = get_logger("container.attach_pytorch")
 
@@ -53,7 +53,7 @@ class AutoRegister:
 
     def _before_call(self, module: nn.Module, args: Any) -> None:
         self._depth += 1
-        if self._depth != 1:
+        if self._depth != 1 or in_backward_pass():  # (a checkpointed part computed again)
             return
         try:
             if isinstance(module, nn.modules.loss._Loss):
@@ -77,6 +77,8 @@ class AutoRegister:
         self._depth = max(self._depth - 1, 0)
 
     def _set_mode(self, module: nn.Module, args: Any) -> None:
+        if in_backward_pass():  # (the model checkpointed and computed again: not a step)
+            return
         self._model_calls += 1
         if self._model_calls == 2:
             self._stop_discovery()  # one whole step seen: losses are known

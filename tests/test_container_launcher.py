@@ -134,3 +134,57 @@ def test_no_config_exit_code_and_no_framework_import(tmp_path):
     assert "TORCH LOADED False" in proc.stdout  # the launcher imports no framework itself
     proc = _launch(tmp_path, "1", "4", env={"SMDEBUG_CONFIG_FILE_PATH": str(tmp_path / "none.json")})
     assert proc.returncode == 4 and "TRAINING DONE" in proc.stdout
+
+
+CHECKPOINTED_SCRIPT = textwrap.dedent("""
+    import torch
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
+
+    torch.manual_seed(0)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(4, 8)
+            self.act = nn.ReLU()
+            self.fc2 = nn.Linear(8, 3)
+
+        def forward(self, x):
+            h = checkpoint(lambda t: self.act(self.fc1(t)), x, use_reentrant=False)
+            return self.fc2(h)
+
+    model = Net()
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(6):
+        opt.zero_grad()
+        out = checkpoint(model, torch.randn(5, 4), use_reentrant=False)
+        loss_fn(out, torch.randint(0, 3, (5,))).backward()
+        opt.step()
+    print("TRAINING DONE")
+""")
+
+
+def test_activation_checkpointing_under_the_launcher(tmp_path):
+    """The backward pass computes checkpointed parts again (here the whole model, and a block
+    inside it): discovery registers nothing more, and they are no steps and no new outputs."""
+    out = tmp_path / "tensors"
+    config = tmp_path / "debughookconfig.json"
+    config.write_text(json.dumps({
+        "LocalPath": str(out),
+        "HookParameters": {"save_interval": "2"},
+        "CollectionConfigurations": [
+            {"CollectionName": "weights"}, {"CollectionName": "losses"},
+            {"CollectionName": "relu_outputs", "CollectionParameters": {"include_regex": r"act_output_\d+"}},
+        ],
+    }))
+    proc = _launch(tmp_path, env={"SMDEBUG_CONFIG_FILE_PATH": str(config)}, script=CHECKPOINTED_SCRIPT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "TRAINING DONE" in proc.stdout
+    assert proc.stdout.count("registered model") == 1, proc.stdout
+    data = read_out_dir(out)
+    assert steps_of(data, "Net_fc1.weight", "TRAIN") == [0, 2, 4]
+    assert steps_of(data, "act_output_0", "TRAIN") == [0, 2, 4]
+    assert steps_of(data, "CrossEntropyLoss_output_0", "TRAIN") == [0, 2, 4]
+    assert not any(n.endswith("_1") for d in data.values() for n in d.tensors)

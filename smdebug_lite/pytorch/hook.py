@@ -61,6 +61,11 @@ _queue_callback = getattr(getattr(torch.autograd.Variable, "_execution_engine", 
 _graph_task_id = getattr(torch._C, "_current_graph_task_id", lambda: -1)
 
 
+def in_backward_pass() -> bool:
+    """Whether the autograd engine is running a backward pass on this thread (see `_graph_task_id`)."""
+    return _graph_task_id() != -1
+
+
 
 def _skip_in_compiled_code() -> bool:
     """torch.compile must run this package's hooks as they are (they count steps and copy
