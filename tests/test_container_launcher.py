@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from _pytorch_support import read_out_dir, steps_of
+from hook_config_files import write_hook_config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -146,13 +147,11 @@ CHECKPOINTED_SCRIPT = textwrap.dedent("""
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1 = nn.Linear(4, 8)
-            self.act = nn.ReLU()
-            self.fc2 = nn.Linear(8, 3)
+            self.block = nn.Sequential(nn.Linear(4, 8), nn.ReLU())
+            self.head = nn.Linear(8, 3)
 
         def forward(self, x):
-            h = checkpoint(lambda t: self.act(self.fc1(t)), x, use_reentrant=False)
-            return self.fc2(h)
+            return self.head(checkpoint(self.block, x, use_reentrant=False))
 
     model = Net()
     loss_fn = nn.CrossEntropyLoss()
@@ -170,21 +169,15 @@ def test_activation_checkpointing_under_the_launcher(tmp_path):
     """The backward pass computes checkpointed parts again (here the whole model, and a block
     inside it): discovery registers nothing more, and they are no steps and no new outputs."""
     out = tmp_path / "tensors"
-    config = tmp_path / "debughookconfig.json"
-    config.write_text(json.dumps({
-        "LocalPath": str(out),
-        "HookParameters": {"save_interval": "2"},
-        "CollectionConfigurations": [
-            {"CollectionName": "weights"}, {"CollectionName": "losses"},
-            {"CollectionName": "relu_outputs", "CollectionParameters": {"include_regex": r"act_output_\d+"}},
-        ],
-    }))
+    config = write_hook_config(tmp_path, out, {
+        "weights": None, "losses": None, "relu_outputs": {"include_regex": r"block\.1_output_\d+"},
+    }, hook_parameters={"save_interval": "2"})
     proc = _launch(tmp_path, env={"SMDEBUG_CONFIG_FILE_PATH": str(config)}, script=CHECKPOINTED_SCRIPT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "TRAINING DONE" in proc.stdout
     assert proc.stdout.count("registered model") == 1, proc.stdout
     data = read_out_dir(out)
-    assert steps_of(data, "Net_fc1.weight", "TRAIN") == [0, 2, 4]
-    assert steps_of(data, "act_output_0", "TRAIN") == [0, 2, 4]
+    assert steps_of(data, "Net_block.0.weight", "TRAIN") == [0, 2, 4]
+    assert steps_of(data, "block.1_output_0", "TRAIN") == [0, 2, 4]
     assert steps_of(data, "CrossEntropyLoss_output_0", "TRAIN") == [0, 2, 4]
     assert not any(n.endswith("_1") for d in data.values() for n in d.tensors)

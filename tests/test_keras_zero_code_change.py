@@ -3,7 +3,6 @@ hook from the DebugHookConfig JSON saves what the JSON asks for."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,8 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("tensorflow")
+
+from hook_config_files import write_hook_config  # noqa: E402
 
 from smdebug_lite import modes  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
@@ -41,15 +42,11 @@ SCRIPT = textwrap.dedent("""
 
 def test_unmodified_keras_script(tmp_path):
     out = tmp_path / "tensors"
-    config = tmp_path / "debughookconfig.json"
-    config.write_text(json.dumps({
-        "LocalPath": str(out),
-        "HookParameters": {"save_interval": "2"},
-        "CollectionConfigurations": [
-            {"CollectionName": "gradients"},
-            {"CollectionName": "hidden_out", "CollectionParameters": {"include_regex": "hidden/outputs"}},
-            {"CollectionName": "losses", "CollectionParameters": {"save_interval": "1"}},
-        ]}))
+    config = write_hook_config(tmp_path, out, {
+        "gradients": None,
+        "hidden_out": {"include_regex": "hidden/outputs"},
+        "losses": {"save_interval": "1"},
+    }, hook_parameters={"save_interval": "2"})
     (tmp_path / "train.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items()
            if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}

@@ -14,6 +14,8 @@ import pytest
 
 pytest.importorskip("xgboost")
 
+from hook_config_files import write_hook_config  # noqa: E402
+
 from smdebug_lite.trials import create_trial  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,18 +46,10 @@ SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("api", ["train", "sklearn"])
 def test_unmodified_xgboost_script(tmp_path, api):
     out = tmp_path / "tensors"
-    config = tmp_path / "debughookconfig.json"
-    config.write_text(json.dumps({
-        "LocalPath": str(out),
-        "CollectionConfigurations": [
-            {"CollectionName": "metrics"},
-            {"CollectionName": "predictions"},
-            {"CollectionName": "labels"},
-            {"CollectionName": "feature_importance"},
-            {"CollectionName": "average_shap"},
-            {"CollectionName": "hyperparameters", "CollectionParameters": {"save_steps": "0",
-                                                                          "end_step": "1"}},
-        ]}))
+    config = write_hook_config(tmp_path, out, {
+        "metrics": None, "predictions": None, "labels": None, "feature_importance": None,
+        "average_shap": None, "hyperparameters": {"save_steps": "0", "end_step": "1"},
+    })
     (tmp_path / "train.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}
     env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
