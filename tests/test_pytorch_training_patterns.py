@@ -12,6 +12,7 @@ import pytest
 import torch
 from _pytorch_support import (
     MLP,
+    Recorder,
     read_out_dir,
     seeded_without_hook,  # noqa: F401  (a fixture, see pytestmark)
 )
@@ -30,23 +31,15 @@ G = ["gradient/" + n for n in W]
 LOSS = "CrossEntropyLoss_output_0"
 
 
-def _params(model: nn.Module) -> dict[str, np.ndarray]:
-    return {f"MLP_{n}": p.detach().clone().numpy() for n, p in model.named_parameters()}
-
-
-def _grads(model: nn.Module) -> dict[str, np.ndarray]:
-    return {f"gradient/MLP_{n}": p.grad.detach().clone().numpy() for n, p in model.named_parameters()}
-
-
 def _batches(steps: int = STEPS):
     g = torch.Generator().manual_seed(1)
     return [(torch.randn(5, 6, generator=g), torch.randint(0, 3, (5,), generator=g)) for _ in range(steps)]
 
 
-def _hooked(tmp_path, model: nn.Module, loss_fn: nn.Module, **kwargs) -> smd.Hook:
+def _hooked(tmp_path, model: nn.Module, loss_fn: nn.Module,
+            include_collections=("weights", "biases", "gradients", "losses"), **kwargs) -> smd.Hook:
     hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=INTERVAL),
-                    include_collections=kwargs.pop("include_collections", ["weights", "biases", "gradients", "losses"]),
-                    **kwargs)
+                    include_collections=list(include_collections), **kwargs)
     hook.register_module(model)
     hook.register_loss(loss_fn)
     return hook
@@ -71,19 +64,20 @@ def test_gradients_are_saved_as_backward_left_them_before_clipping(tmp_path):
     model, loss_fn = MLP(), nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     hook = _hooked(tmp_path, model, loss_fn)
-    expected = {}
+    rec = Recorder(model, "MLP")
     for step, (x, y) in enumerate(_batches()):
-        before = _params(model)
+        rec.params(step)
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         loss.backward()
-        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        rec.grads(step)
+        rec.put(step, LOSS, loss)
         torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1e-3)
-        clipped = _grads(model)
-        assert not np.allclose(clipped[G[0]], expected[step][G[0]])  # the clip did change them
+        clipped = model.fc1.weight.grad.numpy()
+        assert not np.allclose(clipped, rec.values[step][G[0]])  # the clip did change them
         opt.step()
     hook.close()
-    _assert_saved(tmp_path, expected)
+    _assert_saved(tmp_path, rec.values)
 
 
 def test_gradients_zeroed_in_place_are_saved_at_each_saving_step(tmp_path):
@@ -91,20 +85,21 @@ def test_gradients_zeroed_in_place_are_saved_at_each_saving_step(tmp_path):
     model, loss_fn = MLP(), nn.CrossEntropyLoss()
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
     hook = _hooked(tmp_path, model, loss_fn)
-    expected = {}
+    rec = Recorder(model, "MLP")
     grad_tensors = None
     for step, (x, y) in enumerate(_batches()):
-        before = _params(model)
+        rec.params(step)
         opt.zero_grad(set_to_none=False)
         loss = loss_fn(model(x), y)
         loss.backward()
         if grad_tensors is None:
             grad_tensors = [p.grad for p in model.parameters()]
         assert all(p.grad is g for p, g in zip(model.parameters(), grad_tensors, strict=True))
-        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        rec.grads(step)
+        rec.put(step, LOSS, loss)
         opt.step()
     hook.close()
-    _assert_saved(tmp_path, expected)
+    _assert_saved(tmp_path, rec.values)
 
 
 def test_cpu_autocast_saves_low_precision_outputs_exactly(tmp_path):
@@ -116,20 +111,21 @@ def test_cpu_autocast_saves_low_precision_outputs_exactly(tmp_path):
     hook = _hooked(tmp_path, model, loss_fn, include_regex=["fc1_output_0"])
     outputs: list[torch.Tensor] = []
     model.fc1.register_forward_hook(lambda m, i, o: outputs.append(o.detach().clone()))
-    expected = {}
+    rec = Recorder(model, "MLP")
     for step, (x, y) in enumerate(_batches()):
-        before = _params(model)
+        rec.params(step)
         opt.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16):
             loss = loss_fn(model(x), y)
         loss.backward()
         out = outputs[-1]
         assert out.dtype == torch.bfloat16 and loss.dtype == torch.float32
-        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy(),
-                          "fc1_output_0": out.float().numpy()}
+        rec.grads(step)
+        rec.put(step, LOSS, loss)
+        rec.put(step, "fc1_output_0", out.float())
         opt.step()
     hook.close()
-    _assert_saved(tmp_path, expected)
+    _assert_saved(tmp_path, rec.values)
 
 
 def test_grad_scaler_gradients_are_saved_scaled_as_backward_produced_them(tmp_path):
@@ -140,22 +136,24 @@ def test_grad_scaler_gradients_are_saved_scaled_as_backward_produced_them(tmp_pa
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=3)
     hook = _hooked(tmp_path, model, loss_fn)
-    expected, scales = {}, {}
+    rec = Recorder(model, "MLP")
+    scales = {}
     for step, (x, y) in enumerate(_batches()):
-        before = _params(model)
+        rec.params(step)
         opt.zero_grad()
         loss = loss_fn(model(x), y)
         scaler.scale(loss).backward()
         scales[step] = scaler.get_scale()
-        expected[step] = {**before, **_grads(model), LOSS: loss.detach().numpy().copy()}
+        rec.grads(step)
+        rec.put(step, LOSS, loss)
         scaler.unscale_(opt)
         scaler.step(opt)
         scaler.update()
     hook.close()
-    data = _assert_saved(tmp_path, expected)
+    data = _assert_saved(tmp_path, rec.values)
     assert len(set(scales.values())) > 1  # the scale grew during the run: each step has its own
     saved = data[("worker_0", 2)].tensors[G[0]]
-    unscaled = expected[2][G[0]] / scales[2]
+    unscaled = rec.values[2][G[0]] / scales[2]
     np.testing.assert_allclose(saved / scales[2], unscaled, rtol=1e-6)
 
 
@@ -187,7 +185,7 @@ def test_activation_checkpointing_saves_each_output_once(tmp_path, use_reentrant
                    include_regex=[r"fc1_output_\d+", r"relu_input_\d+"])
     calls: list[torch.Tensor] = []
     model.fc1.register_forward_hook(lambda m, i, o: calls.append(o.detach().clone()))
-    expected = {}
+    rec = Recorder(model, "_Blocks")
     for step, (x, y) in enumerate(_batches()):
         calls.clear()
         opt.zero_grad()
@@ -195,13 +193,13 @@ def test_activation_checkpointing_saves_each_output_once(tmp_path, use_reentrant
         first = calls[0]
         loss.backward()
         assert len(calls) == 2  # the recomputation ran fc1 again
-        expected[step] = {"fc1_output_0": first.numpy(), "relu_input_0": first.numpy(),
-                          LOSS: loss.detach().numpy().copy(),
-                          **{f"gradient/_Blocks_{n}": p.grad.detach().clone().numpy()
-                             for n, p in model.named_parameters()}}
+        rec.put(step, "fc1_output_0", first)
+        rec.put(step, "relu_input_0", first)
+        rec.put(step, LOSS, loss)
+        rec.grads(step)
         opt.step()
     hook.close()
-    data = _assert_saved(tmp_path, expected)
+    data = _assert_saved(tmp_path, rec.values)
     for (_, step), d in data.items():
         assert not any(n.endswith("_1") for n in d.tensors), (step, sorted(d.tensors))
     assert hook.step == STEPS - 1  # the recomputation did not count as a step either
@@ -213,39 +211,39 @@ def test_a_checkpointed_registered_model_counts_one_step_per_forward_pass(tmp_pa
     pass, which is not a new step."""
     model, loss_fn = MLP(), nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hook = _hooked(tmp_path, model, loss_fn, include_collections=["weights", "gradients", "losses"])
-    expected = {}
+    hook = _hooked(tmp_path, model, loss_fn)
+    rec = Recorder(model, "MLP")
     for step, (x, y) in enumerate(_batches()):
-        before = _params(model)
+        rec.params(step)
         opt.zero_grad()
         x.requires_grad_(use_reentrant)  # (the reentrant variant needs an input that does)
         loss = loss_fn(checkpoint(model, x, use_reentrant=use_reentrant), y)
         loss.backward()
-        expected[step] = {**{k: v for k, v in before.items() if k.endswith("weight")},
-                          **_grads(model), LOSS: loss.detach().numpy().copy()}
+        rec.grads(step)
+        rec.put(step, LOSS, loss)
         opt.step()
     assert hook.step == STEPS - 1
     hook.close()
-    _assert_saved(tmp_path, expected)
+    _assert_saved(tmp_path, rec.values)
 
 
 def test_evaluation_under_inference_mode(tmp_path):
     """An EVAL loop under ``torch.inference_mode()`` (tensors that cannot be saved for backward
     or changed outside it) saves its parameters, module outputs and losses like any other."""
     model, loss_fn = MLP(), nn.CrossEntropyLoss()
-    hook = _hooked(tmp_path, model, loss_fn, include_collections=["weights", "losses"],
-                   include_regex=["fc2_output_0"])
+    hook = _hooked(tmp_path, model, loss_fn, include_regex=["fc2_output_0"])
     outputs: list[torch.Tensor] = []
     model.fc2.register_forward_hook(lambda m, i, o: outputs.append(o.clone()))
     hook.set_mode(smd.modes.EVAL)
     model.eval()
-    expected = {}
+    rec = Recorder(model, "MLP")
     with torch.inference_mode():
         for step, (x, y) in enumerate(_batches()):
+            rec.params(step)
             loss = loss_fn(model(x), y)
             assert loss.is_inference()
-            expected[step] = {**{k: v for k, v in _params(model).items() if k.endswith("weight")},
-                              "fc2_output_0": outputs[-1].numpy(), LOSS: loss.numpy().copy()}
+            rec.put(step, "fc2_output_0", outputs[-1])
+            rec.put(step, LOSS, loss)
     hook.close()
-    data = _assert_saved(tmp_path, expected)
+    data = _assert_saved(tmp_path, rec.values)
     assert {d.mode for d in data.values()} == {"EVAL"}

@@ -453,8 +453,8 @@ class Hook(HookCore):
 
     def forward_pre_hook(self, module: nn.Module, inputs: Any) -> None:
         """A registered module's forward begins: the previous step ends and a new one starts."""
-        if _graph_task_id() != -1:
-            return  # (recomputed in a backward pass, see `_graph_task_id`)
+        if _graph_task_id() != -1:  # `in_backward_pass()`, without a Python call on every step
+            return  # (a checkpointed model computed again: not a step)
         left = self._quiet_left
         if left and _GENERATION[0] == self._quiet_gen:
             # Most steps: nothing to finish and nothing to save; only the counters move.
@@ -487,7 +487,7 @@ class Hook(HookCore):
                 raise e
 
     def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
-        if not self._capturing or _graph_task_id() != -1:  # (see `_graph_task_id`)
+        if not self._capturing or in_backward_pass():  # (a checkpointed part computed again)
             return
         try:  # what `failsafe` does, without a context manager on every call
             wants = self._io_wants_by_name.get(name)
