@@ -515,7 +515,28 @@ def test_unmatched_collection_is_reported_once(tmp_path, logs):
         model(torch.randn(2, 6))
     hook.close()
     warnings = [m for m in logs.messages() if "mystery" in m]
-    assert len(warnings) == 1 and "no_such_tensor" in warnings[0]
+    assert len(warnings) == 1 and "no_such_tensor" in warnings[0] and "include_regex" in warnings[0]
+
+
+def test_gradients_from_autograd_grad_are_explained_when_nothing_is_saved(tmp_path, logs):
+    """A functional loop (``torch.autograd.grad``) never fills ``.grad``, so the gradients
+    collection saves nothing: the warning says why, instead of blaming its regex."""
+    model = MLP()
+    hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights", "gradients"])
+    hook.register_module(model)
+    for _ in range(3):
+        loss = model(torch.randn(2, 6)).sum()
+        grads = torch.autograd.grad(loss, list(model.parameters()))
+        with torch.no_grad():
+            for p, g in zip(model.parameters(), grads, strict=True):
+                p -= 0.1 * g
+    hook.close()
+    warnings = [m for m in logs.messages() if "'gradients'" in m]
+    assert len(warnings) == 1 and "torch.autograd.grad()" in warnings[0], warnings
+    assert not [m for m in logs.messages() if "'weights'" in m]
+    saved = read_out_dir(tmp_path / "run")[("worker_0", 2)].tensors
+    assert set(saved) == {"MLP_fc1.weight", "MLP_fc2.weight"}
 
 
 def test_add_module_tensors(tmp_path):

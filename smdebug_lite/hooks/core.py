@@ -742,10 +742,14 @@ class HookCore:
                 continue
             self._warned_unmatched.add(c.name)
             logger.warning(
-                "Collection %r (regex %s) matched no tensor at step %d (%s); check its "
-                "include_regex or tensor names", c.name, c.include_regex or "none", self.step, self.mode.name)
+                "Collection %r (regex %s) matched no tensor at step %d (%s); %s", c.name,
+                c.include_regex or "none", self.step, self.mode.name, self._unmatched_hint(c))
         if not unsettled:
             self._all_matched.add(self._saving_ids)
+
+    def _unmatched_hint(self, coll: Collection) -> str:
+        """What to check when `coll` saved nothing (a framework knows likelier causes)."""
+        return "check its include_regex or tensor names"
 
     # -- rule feedback ------------------------------------------------------------------------
 

@@ -290,6 +290,12 @@ class Hook(HookCore):
     def _wanted(self, name: str) -> bool:
         return any(c.matches(name) for c in self._included)
 
+    def _unmatched_hint(self, coll) -> str:
+        if any(coll.matches(name) for _, name, _, _ in self._grad_params):
+            return ("no gradient reached a parameter's .grad in this step: gradients are saved as "
+                    "backward() accumulates them there, not those torch.autograd.grad() returns")
+        return super()._unmatched_hint(coll)
+
     def _io_wants(self, module_name: str) -> tuple[bool, bool]:
         """Whether an included collection can match (any of the first few of) the module's
         inputs, and its outputs."""
