@@ -247,3 +247,45 @@ def test_evaluation_under_inference_mode(tmp_path):
     hook.close()
     data = _assert_saved(tmp_path, rec.values)
     assert {d.mode for d in data.values()} == {"EVAL"}
+
+
+class _KeywordClassifier(nn.Module):
+    """A model shaped like Hugging Face's: keyword inputs, its loss computed inside by a loss
+    submodule, a dict out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = MLP()
+        self.loss_fct = nn.CrossEntropyLoss()
+
+    def forward(self, *, inputs: torch.Tensor, labels: torch.Tensor | None = None) -> dict:
+        logits = self.body(inputs)
+        out = {"logits": logits}
+        if labels is not None:
+            out["loss"] = self.loss_fct(logits, labels)
+        return out
+
+
+def test_keyword_inputs_dict_outputs_and_a_loss_computed_inside_the_model(tmp_path):
+    """``model(inputs=..., labels=...)`` is a step like any other forward pass; the loss
+    submodule registered with `register_loss` saves under its class name, and a module inside
+    the model saves its outputs by the regex."""
+    model = _KeywordClassifier()
+    hook = _hooked(tmp_path, model, model.loss_fct, include_regex=["body.fc2_output_0"])
+    outputs: list[torch.Tensor] = []
+    model.body.fc2.register_forward_hook(lambda m, i, o: outputs.append(o.detach().clone()))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = Recorder(model, "_KeywordClassifier")
+    for step, (x, y) in enumerate(_batches()):
+        rec.params(step)
+        opt.zero_grad()
+        out = model(inputs=x, labels=y)
+        out["loss"].backward()
+        rec.grads(step)
+        rec.put(step, LOSS, out["loss"])
+        rec.put(step, "body.fc2_output_0", outputs[-1])
+        opt.step()
+    assert hook.step == STEPS - 1
+    hook.close()
+    data = _assert_saved(tmp_path, rec.values)
+    assert "gradient/_KeywordClassifier_body.fc1.weight" in data[("worker_0", 0)].tensors
