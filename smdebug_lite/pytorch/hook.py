@@ -30,6 +30,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
+from smdebug_lite.config.collection import CollectionKeys
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import GENERATION as _GENERATION
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
@@ -291,6 +292,9 @@ class Hook(HookCore):
         return any(c.matches(name) for c in self._included)
 
     def _unmatched_hint(self, coll) -> str:
+        if coll.name == CollectionKeys.LOSSES:  # (included by default)
+            return ("no loss was saved: register the loss module with hook.register_loss(loss_fn), "
+                    "or save a loss computed by a function with hook.record_tensor_value('loss', loss)")
         if any(coll.matches(name) for _, name, _, _ in self._grad_params):
             return ("no gradient reached a parameter's .grad in this step: gradients are saved as "
                     "backward() accumulates them there, not those torch.autograd.grad() returns")
