@@ -291,7 +291,7 @@ class Hook(HookCore):
     def _wanted(self, name: str) -> bool:
         return any(c.matches(name) for c in self._included)
 
-    def _unmatched_hint(self, coll) -> str:
+    def _unmatched_hint(self, coll: Collection) -> str:
         if coll.name == CollectionKeys.LOSSES:  # (included by default)
             return ("no loss was saved: register the loss module with hook.register_loss(loss_fn), "
                     "or save a loss computed by a function with hook.record_tensor_value('loss', loss)")
