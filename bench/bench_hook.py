@@ -270,7 +270,7 @@ def _pool_targets(scenarios: list[Scenario], ours: tuple[str, str, str], runs, a
           f"processes of {args.steps} steps each ({label}; the runs above included)")
     for sc in refs + targets:
         xs = [100 * x for x in pooled[sc.name]]
-        mean, error = statistics.mean(xs), statistics.stdev(xs) / math.sqrt(len(xs))
+        mean, error = _mean_se(xs)
         upper = mean + 1.96 * error
         kind = "A/A control" if sc.saved_every is None else sc.name
         line = (f"  {kind:40s} mean {mean:+.2f}% ± {error:.2f} (standard error), median "
@@ -341,8 +341,13 @@ def _mean_and_error(xs: list[float]) -> str:
     target a point away."""
     if len(xs) < 2:
         return ""
-    error = statistics.stdev(xs) / math.sqrt(len(xs))
-    return f"; mean {statistics.mean(xs):+.1f}% ± {error:.1f} (standard error)"
+    mean, error = _mean_se(xs)
+    return f"; mean {mean:+.1f}% ± {error:.1f} (standard error)"
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    """The mean of at least two figures and its standard error."""
+    return statistics.mean(xs), statistics.stdev(xs) / math.sqrt(len(xs))
 
 
 def _print_table(scenarios: list[Scenario], impls, results, metric: str, title: str) -> None:

@@ -518,28 +518,27 @@ def test_unmatched_collection_is_reported_once(tmp_path, logs):
     assert len(warnings) == 1 and "no_such_tensor" in warnings[0] and "include_regex" in warnings[0]
 
 
-def test_a_loss_never_registered_nor_recorded_is_explained(tmp_path, logs):
+@pytest.mark.parametrize("record", [False, True])
+def test_a_loss_never_registered_nor_recorded_is_explained(tmp_path, logs, record):
     """``losses`` is always included; a loop that computes its loss with a function saves none
     until it records it, and the warning says how."""
-    for record in (False, True):
-        logs.records.clear()
-        out = tmp_path / f"run_{record}"
-        model = MLP()
-        hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
-                        include_collections=["weights"])
-        hook.register_module(model)
-        for _ in range(2):
-            loss = torch.nn.functional.cross_entropy(model(torch.randn(2, 6)), torch.tensor([0, 1]))
-            if record:
-                hook.record_tensor_value("loss", loss)
-        hook.close()
-        warnings = [m for m in logs.messages() if "'losses'" in m]
-        saved = read_out_dir(out)[("worker_0", 1)].tensors
+    out = tmp_path / "run"
+    model = MLP()
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights"])
+    hook.register_module(model)
+    for _ in range(2):
+        loss = torch.nn.functional.cross_entropy(model(torch.randn(2, 6)), torch.tensor([0, 1]))
         if record:
-            assert not warnings and "loss_output_0" in saved
-        else:
-            assert len(warnings) == 1 and "register_loss" in warnings[0], warnings
-            assert set(saved) == {"MLP_fc1.weight", "MLP_fc2.weight"}
+            hook.record_tensor_value("loss", loss)
+    hook.close()
+    warnings = [m for m in logs.messages() if "'losses'" in m]
+    saved = read_out_dir(out)[("worker_0", 1)].tensors
+    if record:
+        assert not warnings and "loss_output_0" in saved
+    else:
+        assert len(warnings) == 1 and "register_loss" in warnings[0], warnings
+        assert set(saved) == {"MLP_fc1.weight", "MLP_fc2.weight"}
 
 
 def test_gradients_from_autograd_grad_are_explained_when_nothing_is_saved(tmp_path, logs):
