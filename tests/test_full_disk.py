@@ -1,6 +1,7 @@
 """The disk fills up mid-run, or is full before the hook writes anything: training goes on,
 what was written stays readable and exact, no half-written file is left, and the failure is
-reported once, with its cause and without a traceback. A real full filesystem: a 1 MiB tmpfs mounted in a private mount namespace
+reported once, with its cause and without a traceback. For each framework's hook (PyTorch,
+Keras, XGBoost), on a real full filesystem: a 1 MiB tmpfs mounted in a private mount namespace
 (`unshare -m`, which needs root or CAP_SYS_ADMIN; skipped elsewhere)."""
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ REPO = Path(__file__).resolve().parents[1]
 # Mounts a 1 MiB tmpfs on $1, then runs the rest of the arguments.
 NAMESPACE_SCRIPT = 'mount -t tmpfs -o size=1m tmpfs "$1" && shift && exec "$@"'
 
-TRAIN = textwrap.dedent("""
+# Each script trains 60 steps saving about 80 KB a step (the disk is full after a dozen), keeps
+# what the hook should have saved, captured independently, and prints what it found.
+PROLOGUE = """
     import glob, json, sys
-    import torch
-    from torch import nn
-    import smdebug_lite.pytorch as smd
+    import numpy as np
     from smdebug_lite.trials import create_trial
 
     out = sys.argv[1] + "/run"
@@ -33,6 +34,25 @@ TRAIN = textwrap.dedent("""
                     f.write(bytes(65536))
         except OSError:
             pass
+"""
+
+EPILOGUE = """
+    files = glob.glob(out + "/**/*", recursive=True)
+    steps, exact = [], True
+    if any(f.endswith(".tfevents") for f in files):
+        trial = create_trial(out)
+        steps = trial.steps()
+        exact = all(matches(trial, s) for s in steps)
+    print("@@RESULT@@" + json.dumps({
+        "trained": trained, "disabled": hook.disabled, "steps": steps, "exact": bool(exact),
+        "tmp_files": [f for f in files if f.endswith(".tmp")]}))
+"""
+
+TORCH = """
+    import torch
+    from torch import nn
+    import smdebug_lite.pytorch as smd
+
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 10))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -44,36 +64,93 @@ TRAIN = textwrap.dedent("""
                     tensorboard_dir=sys.argv[1] + "/tb" if tensorboard else None)
     hook.register_module(model)
     hook.register_loss(loss_fn)
-    weights = {}  # what the hook should have saved, captured independently
-    for step in range(60):  # about 80 KB a step: the disk is full after a dozen steps
+    weights = {}
+    for step in range(60):
         weights[step] = model[0].weight.detach().clone().numpy()
         opt.zero_grad()
         loss_fn(model(torch.randn(32, 64)), torch.randint(0, 10, (32,))).backward()
         opt.step()
     hook.close()
-    files = glob.glob(out + "/**/*", recursive=True)
-    steps, exact = [], True
-    if any(f.endswith(".tfevents") for f in files):
-        trial = create_trial(out)
-        steps = trial.steps()
-        exact = all((trial.tensor("Sequential_0.weight").value(s) == weights[s]).all()
-                    for s in steps)
-    print("@@RESULT@@" + json.dumps({
-        "trained": step + 1, "disabled": hook.disabled, "steps": steps, "exact": bool(exact),
-        "tmp_files": [f for f in files if f.endswith(".tmp")]}))
-""")
+    trained = step + 1
+
+    def matches(trial, s):
+        return (trial.tensor("Sequential_0.weight").value(s) == weights[s]).all()
+"""
+
+KERAS = """
+    import keras
+    from smdebug_lite.tensorflow import KerasHook, SaveConfig
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((64,)), keras.layers.Dense(128, name="hidden"),
+                              keras.layers.Dense(10, name="out")], name="net")
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+                     include_collections=["weights", "gradients", "losses"])
+
+    class Recorder(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.kernels, self.losses = [], []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.kernels.append(np.array(self.model.get_layer("hidden").kernel))
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.losses.append(logs["loss"])
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(240, 64)).astype("float32"), rng.normal(size=(240, 10)).astype("float32")
+    rec = Recorder()
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0, callbacks=[hook, rec])
+    hook.close()
+    trained = len(rec.losses)
+
+    def matches(trial, s):
+        return ((trial.tensor("net/hidden/kernel:0").value(s) == rec.kernels[s]).all()
+                and np.allclose(trial.tensor("loss").value(s), [rec.losses[s]]))
+"""
+
+XGBOOST = """
+    import xgboost as xgb
+    from smdebug_lite.xgboost import Hook, SaveConfig
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1000, 20))
+    features = [f"x{i}" for i in range(20)]
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] + rng.normal(size=1000) > 0), feature_names=features)
+    params = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "seed": 0}
+    hook = Hook(out, save_config=SaveConfig(save_interval=1),
+                include_collections=["full_shap", "metrics"], train_data=dtrain)
+    booster = xgb.train(params, dtrain, 60, evals=[(dtrain, "train")], callbacks=[hook],
+                        verbose_eval=False)
+    hook.close()
+    trained = booster.num_boosted_rounds()
+
+    def matches(trial, s):
+        contribs = booster[: s + 1].predict(dtrain, pred_contribs=True)
+        return all(np.allclose(trial.tensor(f"full_shap/{f}").value(s), contribs[:, i], rtol=1e-6)
+                   for i, f in enumerate(features))
+"""
+
+SCRIPTS = {name: textwrap.dedent(PROLOGUE + body + EPILOGUE)
+           for name, body in (("torch", TORCH), ("keras", KERAS), ("xgboost", XGBOOST))}
 
 
-@pytest.mark.parametrize(("when", "writer"), [
-    ("mid-run", "process"), ("mid-run", "thread"), ("full", "process"), ("full", "thread"),
-    ("mid-run, tensorboard", "process")])  # (TensorBoard files are written by the hook itself)
-def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, writer, when):
+@pytest.mark.parametrize(("framework", "when", "writer"), [
+    ("torch", "mid-run", "process"), ("torch", "mid-run", "thread"), ("torch", "full", "process"),
+    ("torch", "full", "thread"),
+    ("torch", "mid-run, tensorboard", "process"),  # (TensorBoard files are written by the hook itself)
+    ("keras", "mid-run", "process"), ("keras", "full", "process"),
+    ("xgboost", "mid-run", "process"), ("xgboost", "full", "process")])
+def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, framework, writer, when):
+    pytest.importorskip(framework)
     mount = tmp_path / "disk"
     mount.mkdir()
     script = tmp_path / "train.py"
-    script.write_text(TRAIN)
+    script.write_text(SCRIPTS[framework])
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "SMDEBUG_WRITER": writer,
-           "HOME": str(tmp_path)}
+           "HOME": str(tmp_path), "TF_CPP_MIN_LOG_LEVEL": "2"}
     try:
         proc = subprocess.run(["unshare", "-m", "sh", "-c", NAMESPACE_SCRIPT, "sh", str(mount),
                                sys.executable, str(script), str(mount), when],
