@@ -282,6 +282,27 @@ def test_hook_failure_never_stops_training(tmp_path, caplog):
     hook.close()
 
 
+def test_s3_out_dir(s3_bucket, s3_endpoint):
+    out = f"s3://{s3_bucket}/jobs/keras"
+    x, y = data(12, 10)
+    model = make_model(8)
+    hook = KerasHook(out, save_config=SaveConfig(save_interval=2),
+                     include_collections=["weights", "gradients", "losses"])
+    rec = LogRecorder()
+    kernels = []
+    begin = keras.callbacks.LambdaCallback(
+        on_train_batch_begin=lambda batch, logs: kernels.append(model.layers[0].kernel.numpy()))
+    model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
+              callbacks=[hook, rec, begin])
+    hook.close()  # waits for the uploads
+    trial = create_trial(out)
+    assert trial.steps(mode=modes.TRAIN) == [0, 2, 4]
+    for step in (0, 2, 4):
+        np.testing.assert_array_equal(trial.tensor(WEIGHTS[0]).value(step), kernels[step])
+        np.testing.assert_allclose(trial.tensor("loss").value(step), [rec.train[step]["loss"]])
+    assert set(trial.tensor_names(collection="gradients")) == set(GRADS)
+
+
 def test_default_configuration_saves_losses_and_metrics_only(tmp_path):
     x, y = data(8, 7)
     model = make_model(5, optimizer=keras.optimizers.Adam(0.01))
