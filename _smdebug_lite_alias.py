@@ -15,6 +15,9 @@ import sys
 
 _ALIAS = "smdebug"
 _TARGET = "smdebug_lite"
+# Modules smdebug exposed that have no home in smdebug_lite's own layout (``smdebug.core.*``,
+# ``smdebug.pytorch.singleton_utils``, ...) are served from this compatibility package.
+_COMPAT = "smdebug_lite.compat"
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -46,11 +49,8 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
                 return None
         else:
             return None
-        target_name = _TARGET + fullname[len(_ALIAS) :]
-        try:
-            if importlib.util.find_spec(target_name) is None:
-                return None
-        except ModuleNotFoundError:
+        target_name = _resolve(fullname[len(_ALIAS) :])
+        if target_name is None:
             return None
         return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=True)
 
@@ -68,6 +68,20 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
             except Exception:  # a broken third-party finder must not break imports
                 continue
         return False
+
+
+def _resolve(suffix: str) -> str | None:
+    """``.core.modes`` -> the smdebug_lite module serving it: our own first, then the compat one."""
+    candidates = [_TARGET + suffix]
+    if suffix:
+        candidates.append(_COMPAT + suffix)
+    for name in candidates:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except ModuleNotFoundError:
+            continue
+    return None
 
 
 def install() -> None:

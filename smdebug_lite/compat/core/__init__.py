@@ -1,0 +1,1 @@
+"""``smdebug.core``: the semi-internal modules that published code and smdebug's own tests import."""
