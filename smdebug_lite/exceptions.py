@@ -29,6 +29,26 @@ class SMDebugValueError(SMDebugError, ValueError):
     pass
 
 
+class TensorNotReducible(SMDebugValueError, SMDebugTypeError):
+    """A reduction asked of a tensor whose dtype has none (strings, bytes, objects).
+
+    smdebug let numpy's TypeError (or ValueError) through; this is both, so ``except TypeError``
+    written for smdebug and ``except SMDebugValueError`` both catch it.
+    """
+
+    def __init__(self, tname: str | None, reduction: str, dtype: object, abs: bool = False) -> None:
+        super().__init__(tname, reduction, dtype, abs)
+        self.tname, self.reduction, self.dtype, self.abs = tname, reduction, dtype, abs
+
+    def __str__(self) -> str:
+        what = f"abs_{self.reduction}" if self.abs else self.reduction
+        tensor = f"tensor {self.tname!r}" if self.tname else "a tensor"
+        return (
+            f"Reduction {what!r} of {tensor} is not defined for its dtype {self.dtype}; "
+            "reductions need numeric or boolean values"
+        )
+
+
 def _mode_name(mode: object) -> str:
     return mode.name if isinstance(mode, ModeKeys) else str(mode)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.exceptions import SMDebugValueError, TensorNotReducible
 
 REDUCTIONS_PREFIX = "smdebug/reductions/"
 ALLOWED_REDUCTIONS = ("min", "max", "mean", "std", "variance", "sum", "prod")
@@ -58,6 +58,8 @@ _FLOAT_UFUNCS = {
     "prod": np.multiply.reduce,
 }
 _NAMES = frozenset(ALL_REDUCTIONS)
+# dtype kinds with no arithmetic: str, bytes, object, structured.
+UNREDUCIBLE_KINDS = frozenset("USOV")
 
 
 def _float_reduction(name: str, flat: np.ndarray) -> np.generic:
@@ -90,20 +92,30 @@ def _int_reduction(name: str, flat: np.ndarray) -> np.generic:
     return _float_reduction(name, flat.astype(np.float64))
 
 
-def compute_reduction(name: str, value: np.ndarray, abs: bool = False) -> np.generic:
+def check_reducible(dtype: np.dtype, reduction: str, is_abs: bool = False,
+                    tensor_name: str | None = None) -> None:
+    """Raise TensorNotReducible (a TypeError and an SMDebugValueError) for str/bytes/object
+    dtypes, naming the tensor, the reduction and the dtype."""
+    if dtype.kind in UNREDUCIBLE_KINDS:
+        raise TensorNotReducible(tensor_name, reduction, dtype, is_abs)
+
+
+def compute_reduction(name: str, value: np.ndarray, abs: bool = False,
+                      tensor_name: str | None = None) -> np.generic:
     """One reduction of a whole tensor, defined as the PyTorch hook saves it: a numpy scalar
     (shape (), like a saved 0-d reduction) of the input's float dtype.
 
     variance/std are unbiased (ddof=1; NaN for fewer than two elements, as in torch), l1/l2 are
     norms of the flattened tensor. Half precision is accumulated in float32, as torch does;
     wider floats natively (numpy's pairwise summation, which smdebug's reader also used).
+    `tensor_name` only names the tensor in errors.
     """
     if name not in _NAMES:
         check_reduction_name(name)
     arr = value if type(value) is np.ndarray else np.asarray(value)
     dt = arr.dtype
-    if dt.kind in "USOV":
-        raise SMDebugValueError(f"reduction {name!r} is not defined for {dt} tensors")
+    if dt.kind in UNREDUCIBLE_KINDS:
+        raise TensorNotReducible(tensor_name, name, dt, bool(abs))
     if abs:
         arr = np.absolute(arr)
         dt = arr.dtype

@@ -129,8 +129,8 @@ XGBOOST = """
 
     def matches(trial, s):
         contribs = booster[: s + 1].predict(dtrain, pred_contribs=True)
-        return all(np.allclose(trial.tensor(f"full_shap/{f}").value(s), contribs[:, i], rtol=1e-6)
-                   for i, f in enumerate(features))
+        return all(np.allclose(trial.tensor(f"full_shap/{f}").value(s), contribs, rtol=1e-6)
+                   for f in features)
 """
 
 SCRIPTS = {name: textwrap.dedent(PROLOGUE + body + EPILOGUE)

@@ -296,25 +296,26 @@ class Collection:
 
     # -- membership -------------------------------------------------------------------------
 
-    def include(self, regex: str | Iterable[str]) -> None:
+    # Parameter names (t, tname) are smdebug's, for callers passing them by keyword.
+    def include(self, t: str | Iterable[str]) -> None:
         """Append regex(es); ones already present are skipped."""
-        for r in _regex_list(regex):
+        for r in _regex_list(t):
             if r not in self._include_regex:
                 self._patterns.append(_compile(r))
                 self._include_regex.append(r)
 
-    def add_tensor_name(self, name: str) -> None:
-        if name not in self._tensor_names:
-            self._tensor_names.add(name)
+    def add_tensor_name(self, tname: str) -> None:
+        if tname not in self._tensor_names:
+            self._tensor_names.add(tname)
             _names_changed()
 
-    def remove_tensor_name(self, name: str) -> None:
-        if name in self._tensor_names:
-            self._tensor_names.discard(name)
+    def remove_tensor_name(self, tname: str) -> None:
+        if tname in self._tensor_names:
+            self._tensor_names.discard(tname)
             _names_changed()
 
-    def has_tensor_name(self, name: str) -> bool:
-        return name in self._tensor_names
+    def has_tensor_name(self, tname: str) -> bool:
+        return tname in self._tensor_names
 
     def matches(self, name: str) -> bool:
         """True for a registered name or a name any include regex finds (``re.search``)."""

@@ -16,7 +16,8 @@ from typing import Any
 
 from smdebug_lite.config.collection import Collection, CollectionKeys, builtin_collections
 from smdebug_lite.config.save_config import parse_int
-from smdebug_lite.exceptions import SMDebugError, SMDebugValueError
+from smdebug_lite.exceptions import SMDebugError, SMDebugTypeError, SMDebugValueError
+from smdebug_lite.format.locations import COLLECTIONS_DIR
 
 
 class CollectionNotFound(SMDebugError, KeyError):
@@ -60,6 +61,7 @@ class CollectionManager:
         num_workers: int = 1,
     ) -> None:
         self._collections: dict[str, Collection] = {}
+        self._extra_meta: dict[str, Any] = {}
         self.num_workers = _num_workers(num_workers, "CollectionManager")
         self.framework = framework
         if create_default:
@@ -101,13 +103,20 @@ class CollectionManager:
             return None
         raise SMDebugValueError(f"add({arg!r}): expected a Collection, a name or a list of them")
 
-    def create_collection(self, name: str) -> Collection:
-        return self.get(name, create_if_not_exists=True)
-
-    def get(self, name: str, create_if_not_exists: bool = False) -> Collection:
+    def create_collection(self, name: str, cls: type[Collection] = Collection) -> Collection:
+        """The named collection, made as ``cls(name)`` when it does not exist yet."""
         coll = self._collections.get(name)
         if coll is None:
-            if not create_if_not_exists:
+            coll = self._collections[name] = cls(name)
+        return coll
+
+    def get(self, name: str, create: bool | None = None, *,
+            create_if_not_exists: bool = False) -> Collection:
+        """The named collection. ``create`` (smdebug's keyword) or ``create_if_not_exists``
+        makes a missing one; otherwise a missing name raises CollectionNotFound."""
+        coll = self._collections.get(name)
+        if coll is None:
+            if not (create if create is not None else create_if_not_exists):
                 raise CollectionNotFound(name, self._collections)
             coll = self._collections[name] = Collection(name)
         return coll
@@ -133,20 +142,47 @@ class CollectionManager:
     def set_num_workers(self, num_workers: int) -> None:
         self.num_workers = _num_workers(num_workers, "set_num_workers")
 
+    def update_meta(self, meta: Mapping[str, Any]) -> None:
+        """Merge keys into the file's ``_meta`` (``num_workers`` sets the worker count)."""
+        if not isinstance(meta, Mapping):
+            raise SMDebugTypeError(f"meta should be a dict, got {type(meta).__name__}: {meta!r}")
+        extra = dict(meta)
+        if "num_workers" in extra:
+            self.num_workers = _num_workers(extra.pop("num_workers"), "update_meta")
+        self._extra_meta.update(extra)
+
     # -- (de)serialisation ------------------------------------------------------------------
 
     def to_json_dict(self, num_workers: int | None = None) -> dict[str, Any]:
         n = self.num_workers if num_workers is None else _num_workers(num_workers, "to_json_dict")
         return {
             "collections": {name: c.to_json_dict() for name, c in self._collections.items()},
-            "_meta": {"num_workers": n},
+            "_meta": {**self._extra_meta, "num_workers": n},
         }
 
     def export(
-        self, path: str | os.PathLike[str] | None = None, num_workers: int | None = None
+        self,
+        out_dir: str | os.PathLike[str] | None = None,
+        filename: str | None = None,
+        *,
+        num_workers: int | None = None,
     ) -> str:
-        """The collections-file text; also written atomically to ``path`` when given."""
+        """The collections-file text.
+
+        ``export(out_dir, filename)`` (smdebug's form) writes it to
+        ``<out_dir>/collections/000000000/<filename>``, locally or on S3; ``export(path)`` writes
+        it atomically to the file ``path``.
+        """
         text = json.dumps(self.to_json_dict(num_workers))
+        path = out_dir
+        if filename is not None:
+            if path is None:
+                raise SMDebugValueError(f"export(None, {filename!r}): an out_dir is required")
+            from smdebug_lite.storage import open_storage
+
+            storage = open_storage(os.fspath(path))
+            storage.write_atomic(f"{COLLECTIONS_DIR}/{filename}", text.encode("utf-8"))
+            return text
         if path is not None:
             target = Path(path)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +198,10 @@ class CollectionManager:
         return text
 
     @classmethod
-    def from_dict(cls, params: Any, source: str = "<collections>") -> CollectionManager:
+    def from_dict(cls, params: Any, source: str = "<collections>",
+                  collection_class: type[Collection] = Collection) -> CollectionManager:
+        """Read a collections file's content. Save configs read here raise SMDebugValueError
+        for a mode the file stores as null (as smdebug's do), instead of a default schedule."""
         if not isinstance(params, Mapping):
             raise SMDebugValueError(
                 f"{source}: a collections file must hold a JSON object, got {type(params).__name__}"
@@ -196,14 +235,18 @@ class CollectionManager:
                     f"{source}: collection stored under {key!r} is named {cdict['name']!r}"
                 )
             try:
-                coll = Collection.from_dict(cdict)
+                coll = collection_class.from_dict(cdict)
             except SMDebugValueError as exc:
                 raise SMDebugValueError(f"{source}: collection {key!r}: {exc}") from exc
+            if coll.save_config is not None:
+                coll.save_config.mark_read_from(f"{source}: collection {key!r}")
             cm.add(coll)
+        cm.update_meta({k: v for k, v in meta.items() if k != "num_workers"})
         return cm
 
     @classmethod
-    def load_from_string(cls, s: str | bytes, source: str = "<string>") -> CollectionManager:
+    def load_from_string(cls, s: str | bytes, collection_class: type[Collection] = Collection,
+                         source: str = "<string>") -> CollectionManager:
         try:
             params = json.loads(s)
         except UnicodeDecodeError as exc:
@@ -212,13 +255,14 @@ class CollectionManager:
             raise SMDebugValueError(
                 f"{source}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
             ) from exc
-        return cls.from_dict(params, source)
+        return cls.from_dict(params, source, collection_class)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> CollectionManager:
-        with open(path, "rb") as f:
+    def load(cls, filename: str | os.PathLike[str],
+             collection_class: type[Collection] = Collection) -> CollectionManager:
+        with open(filename, "rb") as f:
             data = f.read()
-        return cls.load_from_string(data, source=os.fspath(path))
+        return cls.load_from_string(data, collection_class, source=os.fspath(filename))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CollectionManager):

@@ -154,14 +154,14 @@ class SaveConfigMode:
         self.end_step: int | None = end
         self.save_steps: list[int] = StepList(parse_steps(save_steps))
 
-    def should_save_step(self, step: int) -> bool:
-        if self.save_steps and step in self.save_steps:
+    def should_save_step(self, step_num: int) -> bool:
+        if self.save_steps and step_num in self.save_steps:
             return True
-        if step < self.start_step:
+        if step_num < self.start_step:
             return False
-        if self.end_step is not None and step >= self.end_step:
+        if self.end_step is not None and step_num >= self.end_step:
             return False
-        return step % self.save_interval == 0
+        return step_num % self.save_interval == 0
 
     def next_save_step(self, step: int) -> int | None:
         """The first step >= `step` that this schedule saves (None: none ever will)."""
@@ -256,9 +256,14 @@ class SaveConfig:
     ``SaveConfig(save_interval=...)`` gives every mode the same schedule.
     ``SaveConfig({modes.TRAIN: SaveConfigMode(...)})`` leaves the other modes None so that a
     collection can inherit them from the hook (``merge_default_save_config``). Unlike smdebug, a
-    None mode is never an error: ``get_save_config`` answers with the default schedule, as the
-    user docs promise. Passing generic arguments together with ``mode_save_configs`` fills the
-    modes not listed with those arguments.
+    None mode of a SaveConfig built in code is never an error: ``get_save_config`` answers with
+    the default schedule, as the user docs promise. One read from a collections file behaves as
+    smdebug's did: a mode stored as null raises SMDebugValueError. Passing generic arguments
+    together with ``mode_save_configs`` fills the modes not listed with those arguments.
+
+    Modes that ``merge_default_save_config(None, ...)`` fills (a hook completing its own
+    schedule) are still written as null in the collections file, as smdebug writes the modes a
+    user never configured.
     """
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -301,6 +306,12 @@ class SaveConfig:
         cfg = self.mode_save_configs[mode]
         if cfg is not None:
             return cfg
+        source = self.__dict__.get("_read_from")
+        if source is not None:
+            raise SMDebugValueError(
+                f"{source}: save config of mode {mode.name} was not set when the data was "
+                "written (stored as null); no schedule is known for it"
+            )
         # Made once per mode: a new SaveConfigMode counts as a schedule change, and a hook that
         # saw one on every step would recheck every collection on every step.
         unset = self.__dict__.setdefault("_unset_defaults", {})
@@ -315,7 +326,20 @@ class SaveConfig:
     def set_save_config(self, mode: Any, save_config_mode: SaveConfigMode | None) -> None:
         m = parse_mode(mode)
         self.mode_save_configs[m] = _as_mode_config(save_config_mode, m)
+        self.__dict__.get("_unset_fills", {}).pop(m, None)
         _schedules_changed()
+
+    def mark_read_from(self, source: str) -> None:
+        """This config was read from `source` (a collections file): a null mode is an error."""
+        object.__setattr__(self, "_read_from", source)
+
+    def _unset_fill(self, mode: ModeKeys) -> bool:
+        """True while `mode` still holds the schedule merge_default_save_config(None) filled in."""
+        fill = self.__dict__.get("_unset_fills", {}).get(mode)
+        if fill is None:
+            return False
+        obj, snapshot = fill
+        return self.mode_save_configs.get(mode) is obj and obj == snapshot
 
     def missing_modes(self) -> list[ModeKeys]:
         return [m for m, cfg in self.mode_save_configs.items() if cfg is None]
@@ -323,21 +347,25 @@ class SaveConfig:
     def is_complete(self) -> bool:
         return not self.missing_modes()
 
-    def should_save_step(self, mode: Any, step: int) -> bool:
-        return self.get_save_config(mode).should_save_step(step)
+    def should_save_step(self, mode: Any, step_num: int) -> bool:
+        return self.get_save_config(mode).should_save_step(step_num)
 
     # -- merging ----------------------------------------------------------------------------
 
     def merge_default_save_config(
         self,
-        default: SaveConfig | SaveConfigMode | None,
+        default_save_config: SaveConfig | SaveConfigMode | None,
         fallback: SaveConfigMode | None = None,
     ) -> None:
-        """Fill the None modes in place from ``default`` (a collection inheriting from the hook).
+        """Fill the None modes in place from ``default_save_config`` (a collection inheriting
+        from the hook).
 
-        Where ``default`` has no schedule for a mode either, ``fallback`` (or the 500-step
-        default) is used, so the result is always complete.
+        Where it has no schedule for a mode either, ``fallback`` (or the 500-step default) is
+        used, so the result is always complete. Modes filled while ``default_save_config`` is
+        None count as never set: ``to_json_dict`` writes them as null.
         """
+        default = default_save_config
+        unset_fills = self.__dict__.setdefault("_unset_fills", {})
         for mode in ALLOWED_MODES:
             if self.mode_save_configs[mode] is not None:
                 continue
@@ -353,18 +381,28 @@ class SaveConfig:
             if source is None:
                 source = fallback.copy() if fallback is not None else SaveConfigMode()
             self.mode_save_configs[mode] = source
+            if default is None:
+                unset_fills[mode] = (source, source.copy())
             _schedules_changed()
 
     def copy(self) -> SaveConfig:
-        return SaveConfig(
+        twin = SaveConfig(
             {m: (c.copy() if c is not None else None) for m, c in self.mode_save_configs.items()}
         )
+        fills = {
+            m: (twin.mode_save_configs[m], self.mode_save_configs[m].copy())  # type: ignore[union-attr]
+            for m in ALLOWED_MODES
+            if self._unset_fill(m)
+        }
+        if fills:
+            object.__setattr__(twin, "_unset_fills", fills)
+        return twin
 
     # -- (de)serialisation ------------------------------------------------------------------
 
     def to_json_dict(self) -> dict[str, dict[str, Any] | None]:
         return {
-            m.name: (cfg.to_json_dict() if cfg is not None else None)
+            m.name: (cfg.to_json_dict() if cfg is not None and not self._unset_fill(m) else None)
             for m, cfg in self.mode_save_configs.items()
         }
 

@@ -147,8 +147,13 @@ class HookCore:
         self.save_all = bool(save_all)
 
         self.collection_manager = CollectionManager()
-        for name, regexes in builtin_collections(self.framework, extensions=True).items():
+        plain = builtin_collections(self.framework)
+        for name, regexes in plain.items():
             self.collection_manager.get(name, create_if_not_exists=True).include(regexes)
+        # smdebug-lite's extra built-ins (PyTorch inputs/outputs) exist only once asked for:
+        # included, or fetched with get_collection. smdebug's collections file never listed them.
+        extended = builtin_collections(self.framework, extensions=True)
+        self._extension_collections = {n: r for n, r in extended.items() if n not in plain}
         self.include_collections: list[str] = []
         if isinstance(include_collections, str):
             include_collections = [include_collections]
@@ -172,6 +177,8 @@ class HookCore:
         self._write_failure_reported = False  # (see `disable`)
         self.last_saved_step: int | None = None
         self._prepared = False
+        self._included: list[Collection] = []
+        self._explicit_ids: frozenset[int] = frozenset()  # of collections included by name
         self._match_cache: dict[str, list[Collection]] = {}
         # Plans depend only on the name and on which collections save this step: one cache per
         # set of saving collections, so that steps alternating between sets (weights every 10
@@ -267,7 +274,12 @@ class HookCore:
     # -- configuration -------------------------------------------------------------------------
 
     def get_collection(self, name: str, create: bool = True) -> Collection:
-        return self.collection_manager.get(name, create_if_not_exists=create)
+        regexes = self._extension_collections.get(name)
+        if regexes is None or not create or name in self.collection_manager.collections:
+            return self.collection_manager.get(name, create_if_not_exists=create)
+        coll = self.collection_manager.get(name, create_if_not_exists=True)
+        coll.include(regexes)
+        return coll
 
     def get_collections(self) -> dict[str, Collection]:
         return self.collection_manager.collections
@@ -288,10 +300,16 @@ class HookCore:
         self._quiet_left = 0
         # Included names the manager does not know yet (custom collections) are created first,
         # so that they get configs like every other collection.
-        self._included = [
-            self.collection_manager.get(n, create_if_not_exists=True) for n in self.include_collections
-        ]
-        for coll in self._included:
+        explicit = [self._included_collection(n) for n in self.include_collections]
+        self._explicit_ids = frozenset(map(id, explicit))
+        self._included = list(explicit)
+        if self.save_all:
+            # As in smdebug, save_all includes every collection: each one learns the names of
+            # the tensors it matches (the collections file lists them) and adds its own
+            # settings to theirs. Only the explicitly included ones are reported as unmatched.
+            self._included += [c for c in self.collection_manager.collections.values()
+                               if id(c) not in self._explicit_ids]
+        for coll in explicit:
             if not coll.include_regex and not coll.tensor_names and coll.name not in (
                 CollectionKeys.ALL, CollectionKeys.DEFAULT
             ) and coll.name not in self._warned_unmatched and (
@@ -321,6 +339,15 @@ class HookCore:
         self._plan_caches.clear()
         self._plan_cache = self._plan_caches[self._plan_key] = {}
         self._prepared = True
+
+    def _included_collection(self, name: str) -> Collection:
+        """The included collection `name`, created if needed; an extension built-in created
+        empty elsewhere (a DebugHookConfig entry without a regex) gets its regex."""
+        coll = self.get_collection(name)
+        regexes = self._extension_collections.get(name)
+        if regexes is not None and not coll.include_regex and not coll.tensor_names:
+            coll.include(regexes)
+        return coll
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -511,7 +538,10 @@ class HookCore:
         return plan
 
     def _build_plan(self, name: str) -> TensorPlan | None:
-        colls = [c for c in self._matching(name) if id(c) in self._saving_ids]
+        return self._plan_for(name, [c for c in self._matching(name) if id(c) in self._saving_ids])
+
+    def _plan_for(self, name: str, colls: list[Collection]) -> TensorPlan | None:
+        """The plan that saving `name` in `colls` makes (they learn the name); None if empty."""
         if not colls:
             return None
         plan = TensorPlan(name, collections=colls)
@@ -726,16 +756,20 @@ class HookCore:
         if plan.tb_scalar and raw.size == 1 and raw.dtype.kind in "biuf":
             self._tb.add_scalar(plan.name, float(raw.reshape(-1)[0]), step, mode)
         elif plan.histogram and raw.size and raw.dtype.kind in "iuf":
+            explicit = self._explicit_ids
             for c in plan.collections:
-                if c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
+                if (c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS
+                        and id(c) in explicit):
                     self._tb.add_histogram(f"{c.name}/{plan.name}", raw, step, mode)
 
     def _report_unmatched(self, first_only: bool) -> None:
         if first_only and self._saving_ids in self._all_matched:
             return  # every one of these collections has matched (or been reported) already
         unsettled = False
+        explicit = self._explicit_ids
         for c in self._saving:
-            if c.name in self._matched or c.name in self._warned_unmatched or c.tensor_names:
+            if (c.name in self._matched or c.name in self._warned_unmatched or c.tensor_names
+                    or id(c) not in explicit):  # (included by save_all only: nothing to report)
                 continue
             if c.name in (CollectionKeys.ALL, CollectionKeys.DEFAULT) and not c.include_regex:
                 unsettled = True  # (it may still get a regex or tensor names)

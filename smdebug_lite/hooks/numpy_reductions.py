@@ -8,8 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from smdebug_lite.reductions import check_reducible
 
-def compute(arr: np.ndarray, reduction: str, is_abs: bool) -> np.ndarray:
+
+def compute(arr: np.ndarray, reduction: str, is_abs: bool,
+            tensor_name: str | None = None) -> np.ndarray:
+    """One reduction as a 0-d array; TensorNotReducible (a TypeError and an SMDebugValueError)
+    for str/bytes/object arrays, naming `tensor_name` when given."""
+    arr = np.asarray(arr)
+    check_reducible(arr.dtype, reduction, is_abs, tensor_name)
     x = np.abs(arr) if is_abs else arr
     if x.dtype.kind == "b":
         x = x.astype(np.float32)

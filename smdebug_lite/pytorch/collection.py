@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from smdebug_lite.config.collection import Collection as _BaseCollection
+from smdebug_lite.config.collection import CollectionKeys
+from smdebug_lite.config.collection_manager import CollectionManager as _BaseCollectionManager
 
 
 class Collection(_BaseCollection):
@@ -34,4 +36,18 @@ def as_pytorch_collection(coll: _BaseCollection) -> Collection:
     return coll  # type: ignore[return-value]
 
 
-__all__ = ["Collection", "as_pytorch_collection"]
+class CollectionManager(_BaseCollectionManager):
+    """The PyTorch built-ins (weights, biases, gradients, losses, ...) made with this module's
+    Collection, as code written for ``smdebug.pytorch.collection`` constructs it."""
+
+    def __init__(self, create_default: bool = True, **kwargs: Any) -> None:
+        kwargs.setdefault("framework", "pytorch")
+        super().__init__(create_default=create_default, **kwargs)
+        for name in list(self.collections):
+            as_pytorch_collection(self.collections[name])
+
+    def create_collection(self, name: str, cls: type[_BaseCollection] = Collection) -> Collection:
+        return as_pytorch_collection(super().create_collection(name, cls))
+
+
+__all__ = ["Collection", "CollectionKeys", "CollectionManager", "as_pytorch_collection"]

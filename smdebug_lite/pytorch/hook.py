@@ -13,6 +13,9 @@
 * Everything the hook installs is a ``RemovableHandle``; ``remove()`` (and ``close()``) detach
   all of it. Every callback runs inside the core's ``failsafe``: an internal error is logged once
   and disables the hook; training goes on.
+* A subclass may override smdebug's per-module methods (``forward_hook``, ``backward_hook``, ...,
+  see `extension`): the hook then calls them as smdebug did, on every module at every step. That
+  is decided at construction; a plain Hook never dispatches through them.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import functools
 import math
 import operator
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +41,7 @@ from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.core import HookCore, TensorPlan
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.pytorch import step_call, workers
+from smdebug_lite.pytorch import extension, step_call, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 from smdebug_lite.pytorch.steady_cycle import SteadyCycle
@@ -234,6 +237,15 @@ class Hook(HookCore):
         # (saving, their ids, plan cache, gradient ids, record) of a step just handed over as a
         # repeat: what `start_step` makes a SteadyCycle of when the step after it is quiet
         self._repeated: tuple | None = None
+        # smdebug's methods this subclass overrides (see `extension`): forward hooks on every
+        # module dispatch to `forward_hook`, and parameters' gradients go through `backward_hook`.
+        self._overrides = extension.overridden(type(self), Hook)
+        self._ext_forward = not self._overrides.isdisjoint(
+            ("forward_hook", "_write_inputs", "_write_outputs"))
+        self._ext_backward = "backward_hook" in self._overrides
+        self._ext_handles: list[RemovableHandle] = []
+        self.module_maps: dict[nn.Module, str] = {}  # every registered module and loss -> its name
+        self._raw_plans: dict[str, TensorPlan] = {}  # see `_write_raw_tensor_simple`
         super().__init__(
             out_dir,
             export_tensorboard=export_tensorboard,
@@ -255,9 +267,16 @@ class Hook(HookCore):
     # -- worker identity -------------------------------------------------------------------------
 
     def _worker_name(self) -> str:
-        return workers.worker_name()
+        return self._get_worker_name()
 
     def _num_workers(self) -> int:
+        return self._get_num_workers()
+
+    def _get_worker_name(self) -> str:
+        """smdebug's name for this method (a subclass may override it)."""
+        return workers.worker_name()
+
+    def _get_num_workers(self) -> int:
         return workers.num_workers()
 
     # -- collections -----------------------------------------------------------------------------
@@ -337,6 +356,11 @@ class Hook(HookCore):
             root.step_call = step_call.install(module, handle.id, callback)
             self._roots.append(root)
             self._root_by_module[id(module)] = root
+            for name, m in modules:
+                self.module_maps[m] = name
+            self.module_maps[inner] = root_name
+            if self._overrides:
+                self._install_overrides(root)
             if self._prepared:
                 self._sync_hooks()
 
@@ -353,7 +377,36 @@ class Hook(HookCore):
             if id(loss_module) in self._loss_handles:
                 return
             name = loss_module._get_name()
+            self.module_maps[loss_module] = name
+            if self._ext_forward:
+                loss_module._module_name = name
+                self._loss_handles[id(loss_module)] = loss_module.register_forward_hook(
+                    _torch_hook(functools.partial(self._call_override, "forward_hook")))
+                return
             self._loss_handles[id(loss_module)] = self._add_forward_hook(loss_module, name)
+
+    def _install_overrides(self, root: _Root) -> None:
+        """Hook `root` as smdebug did, for the methods this subclass overrides: `forward_hook`
+        on every module, `fhook` on the model, `backward_hook(name)` on every parameter that
+        requires a gradient; `count_parameters` is called."""
+        for name, m in root.modules:
+            m._module_name = name  # (smdebug 1.0.34's way of naming a module to its hooks)
+        root.inner._module_name = root.name
+        overrides, add = self._overrides, self._ext_handles.append
+        if self._ext_forward:
+            callback = _torch_hook(functools.partial(self._call_override, "forward_hook"))
+            for _, m in root.modules:
+                add(m.register_forward_hook(callback))
+        if "fhook" in overrides:
+            fhook = _torch_hook(functools.partial(self._call_override, "fhook"))
+            add(root.module.register_forward_hook(fhook))
+        if self._ext_backward:
+            for tname, p in root.params:
+                if p.requires_grad:
+                    callback = _HookCallback(self._call_grad_hook, self.backward_hook(tname))
+                    add(p.register_hook(callback))
+        if "count_parameters" in overrides:
+            self.count_parameters(root.inner)
 
     def _add_forward_hook(self, module: nn.Module, name: str) -> RemovableHandle:
         callback = _torch_hook(functools.partial(self._forward_io_hook, name))
@@ -381,12 +434,12 @@ class Hook(HookCore):
         included collection can match (run when collections are prepared or change)."""
         self._quiet_left = 0  # (the next step starts in full: it sees the new hooks)
         self._io_wants_by_name.clear()  # what collections match may have changed
-        for root in self._roots:
+        for root in self._roots if not self._ext_forward else ():  # (else: `_install_overrides`)
             for name, m in root.modules:
                 if id(m) not in self._io_handles and id(m) not in self._loss_handles and self._io_wanted(name):
                     self._io_handles[id(m)] = self._add_forward_hook(m, name)
         known = {entry[0] for entry in self._grad_params}
-        for root in self._roots:
+        for root in self._roots if not self._ext_backward else ():
             for tname, p in root.params:
                 if p.requires_grad and id(p) not in known and self._wanted(GRADIENT_PREFIX + tname):
                     known.add(id(p))  # a shared parameter is saved once, under its first name
@@ -431,7 +484,7 @@ class Hook(HookCore):
         """Every torch hook this hook has installed and not yet removed."""
         out = [h for r in self._roots for h in r.handles]
         out += list(self._loss_handles.values()) + list(self._io_handles.values())
-        return out + list(self._grad_handles.values())
+        return out + list(self._grad_handles.values()) + self._ext_handles
 
     def remove(self) -> None:
         """Detach every torch hook; the model trains exactly as without smdebug afterwards."""
@@ -448,6 +501,7 @@ class Hook(HookCore):
                 r.step_call = None
         self._loss_handles.clear()
         self._io_handles.clear()
+        self._ext_handles.clear()
         self._fwd_slots.clear()
         self._grad_handles.clear()
         self._grad_slots.clear()
@@ -551,9 +605,152 @@ class Hook(HookCore):
         """Save a tensor computed outside modules (e.g. ``F.mse_loss``) as ``<name>_output_<i>``."""
         if not isinstance(tensor_value, torch.Tensor):
             raise SMDebugTypeError(f"tensor_value={type(tensor_value).__name__} must be a torch.Tensor")
-        if self._capturing:
+        if "_write_outputs" in self._overrides:  # (as smdebug: through the subclass's method)
+            self._call_override("_write_outputs", tensor_name, tensor_value)
+        elif self._capturing:
             with self.failsafe("record_tensor_value"):
                 self._save_io(tensor_name, OUTPUT_SUFFIX, tensor_value)
+
+    # -- extension points: smdebug's per-module methods (see `extension`) ----------------------
+
+    def _call_override(self, method: str, *args: Any) -> Any:
+        """Run a method a subclass overrides, from a torch hook, under the failsafe. What it
+        returns goes back to torch (a forward hook's result replaces the module's output)."""
+        if self.disabled or self._closed:
+            return None
+        try:
+            return getattr(self, method)(*args)
+        except Exception as e:
+            with self.failsafe(method):
+                raise e
+        return None
+
+    def _call_grad_hook(self, fn: Callable[[torch.Tensor], Any], grad: torch.Tensor) -> Any:
+        """A parameter's gradient callback made by an overridden `backward_hook` (its result,
+        if not None, replaces the gradient, as with any tensor hook)."""
+        if self.disabled or self._closed:
+            return None
+        try:
+            return fn(grad)
+        except Exception as e:
+            with self.failsafe("backward_hook"):
+                raise e
+        return None
+
+    def forward_hook(self, module: nn.Module, inputs: Any, outputs: Any) -> None:
+        """smdebug's forward hook of every module: save the module's inputs and outputs that the
+        included collections select, through `_write_inputs` / `_write_outputs`.
+
+        Called on every module of a registered model (and every registered loss) at every step
+        only when a subclass overrides it or one of those two; a plain Hook hooks just the
+        modules some collection selects, and only in saving steps."""
+        if not self._capturing:
+            return
+        name = self.module_maps.get(module)
+        if name is not None:
+            self._write_inputs(name, inputs)
+            self._write_outputs(name, outputs)
+
+    def fhook(self, module: nn.Module, inputs: Any, outputs: Any) -> None:
+        """smdebug's forward hook of a registered model (its profiler's): nothing to do here; a
+        subclass's override is called after each forward pass of the model."""
+
+    def backward_hook(self, tname: str) -> Callable[[torch.Tensor], None]:
+        """A gradient callback for ``Tensor.register_hook``: saves the gradient it is given as
+        ``gradient/<tname>`` in saving steps, when a collection selects that name (the last
+        backward pass of a step wins). As in smdebug, e.g.
+        ``outputs.register_hook(self.backward_hook(name + "_output"))`` in a `forward_hook`.
+
+        A subclass that overrides it gets it called once per parameter that requires a gradient
+        at `register_module` (``tname`` is the parameter's tensor name), and what it returns
+        is registered on that parameter, instead of the hook's own gradient capture."""
+        return _HookCallback(self._save_gradient, GRADIENT_PREFIX + tname)
+
+    def count_parameters(self, model: nn.Module) -> int:
+        """The number of trainable parameter values of `model`; a subclass's override is
+        called at `register_module`, as in smdebug."""
+        return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    def _write_inputs(self, name: str, inputs: Any) -> None:
+        """Save the tensors of `inputs` (tuples and lists flattened) as ``<name>_input_<i>``,
+        where a collection selects them, in a saving step; `i` goes on counting over the calls
+        of the step, as for a module called twice."""
+        if self._capturing and _graph_task_id() == -1:  # (not a checkpointed part computed again)
+            try:
+                self._save_io(name, INPUT_SUFFIX, inputs)
+            except Exception as e:
+                with self.failsafe("_write_inputs"):
+                    raise e
+
+    def _write_outputs(self, name: str, outputs: Any) -> None:
+        """`_write_inputs` for ``<name>_output_<i>``."""
+        if self._capturing and _graph_task_id() == -1:
+            try:
+                self._save_io(name, OUTPUT_SUFFIX, outputs)
+            except Exception as e:
+                with self.failsafe("_write_outputs"):
+                    raise e
+
+    def _save_for_tensor(self, tensor_name: str, tensor_value: Any,
+                         check_before_write: bool = True) -> None:
+        """Save a value under `tensor_name` as the included collections that select it say, in
+        a saving step. `check_before_write=False`: by every such collection, whether or not its
+        schedule saves this step (as smdebug). A later save of the name in the step replaces it."""
+        if not self._capturing:
+            return
+        try:
+            if check_before_write:
+                plan = self.plan(tensor_name)
+            else:
+                plan = self._plan_for(tensor_name, list(self._matching(tensor_name)))
+            if plan is None:
+                return
+            if isinstance(tensor_value, torch.Tensor):
+                want_raw = plan.save_raw or self._tb_wants(plan)
+                self._buffer.capture(plan, tensor_value, want_raw, replace=True)
+            else:
+                arr = self._to_numpy(tensor_value)
+                reductions = self._numpy_reductions(plan, arr)
+                self.write(plan, raw=arr, reductions=reductions, shape=arr.shape)
+        except Exception as e:
+            with self.failsafe("_save_for_tensor"):
+                raise e
+
+    def _write_raw_tensor_simple(self, tensor_name: str, tensor_value: Any, tensor_ref: Any = None,
+                                 timestamp: float | None = None) -> None:
+        """Write a value as it is, in a saving step, in no collection (as smdebug: nothing is
+        written outside saving steps, nor an empty value). A later write of the name in the
+        step replaces it."""
+        if not self._capturing:
+            return
+        try:
+            if isinstance(tensor_value, torch.Tensor) and timestamp is None:
+                if tensor_value.numel():
+                    plan = self._raw_plans.get(tensor_name)
+                    if plan is None:
+                        plan = self._raw_plans[tensor_name] = TensorPlan(tensor_name, save_raw=True)
+                    self._buffer.capture(plan, tensor_value, True, replace=True)
+                return
+            arr = self._to_numpy(tensor_value)
+            sw = self._step_writer
+            if arr.size and sw is not None:
+                sw.add_tensor(tensor_name, arr, timestamp)
+        except Exception as e:
+            with self.failsafe("_write_raw_tensor_simple"):
+                raise e
+
+    def _save_gradient(self, name: str, grad: torch.Tensor | None) -> None:
+        """What `backward_hook`'s callback does."""
+        if not self._capturing or grad is None:
+            return
+        try:
+            plan = self.plan(name)
+            if plan is not None:
+                want_raw = plan.save_raw or self._tb_wants(plan)
+                self._buffer.capture(plan, grad, want_raw, replace=True)
+        except Exception as e:
+            with self.failsafe("backward_hook"):
+                raise e
 
     # -- capture ---------------------------------------------------------------------------------
 

@@ -8,7 +8,11 @@ norm of a bool tensor) the value is computed in float64 instead of failing.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
+
+from smdebug_lite.exceptions import TensorNotReducible
+from smdebug_lite.reductions import check_reducible
 
 _FLOAT_ONLY = frozenset({"mean", "variance", "std", "l1", "l2"})
 
@@ -25,8 +29,28 @@ def _prepare(t: torch.Tensor, reduction: str, is_abs: bool) -> torch.Tensor:
     return t
 
 
-def reduce_tensor(t: torch.Tensor, reduction: str, is_abs: bool) -> torch.Tensor:
-    """One reduction as a 0-d tensor on t's device (no host synchronisation)."""
+def reduce_tensor(t: torch.Tensor, reduction: str, is_abs: bool,
+                  tensor_name: str | None = None) -> torch.Tensor:
+    """One reduction as a 0-d tensor on t's device (no host synchronisation).
+
+    A dtype torch has no kernel for (float8, quantized, min/max or abs of uint16/32/64) raises
+    TensorNotReducible (a TypeError and an SMDebugValueError) naming `tensor_name`, the
+    reduction and the dtype.
+    """
+    if not isinstance(t, torch.Tensor):
+        check_reducible(np.asarray(t).dtype, reduction, is_abs, tensor_name)
+        t = torch.as_tensor(t)
+    try:
+        return _reduce(t, reduction, is_abs)
+    except NotImplementedError as e:
+        raise TensorNotReducible(tensor_name, reduction, t.dtype, is_abs) from e
+    except RuntimeError as e:
+        if t.is_quantized or "Unsupported dtype" in str(e):
+            raise TensorNotReducible(tensor_name, reduction, t.dtype, is_abs) from e
+        raise
+
+
+def _reduce(t: torch.Tensor, reduction: str, is_abs: bool) -> torch.Tensor:
     x = _prepare(t, reduction, is_abs)
     if reduction == "min":
         return x.min()

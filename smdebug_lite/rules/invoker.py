@@ -117,7 +117,7 @@ class _StepCursor:
 
 
 def invoke_rule(
-    rule: Any,
+    rule_obj: Any,
     start_step: int | None = 0,
     end_step: int | None = None,
     raise_eval_cond: bool = False,
@@ -125,7 +125,9 @@ def invoke_rule(
     stop_event: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> RuleResult:
-    """Evaluate `rule` step by step; returns a `RuleResult` (see the module docstring)."""
+    """Evaluate `rule_obj` (smdebug's parameter name) step by step; returns a `RuleResult`
+    (see the module docstring)."""
+    rule = rule_obj
     name = getattr(rule, "rule_name", type(rule).__name__)
     start = 0 if start_step is None else int(start_step)
     logger.info("Started execution of rule %s at step %d", name, start)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.exceptions import TensorUnavailableForStep
+from smdebug_lite.exceptions import TensorNotReducible, TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys
 
 GLOBAL = ModeKeys.GLOBAL
@@ -36,6 +36,8 @@ def compute_reduction(value: np.ndarray, name: str, abs: bool = False) -> float:
     x = np.asarray(value)
     if x.dtype == bool:
         x = x.astype(np.int8)
+    elif x.dtype.kind not in "iufc":
+        raise TensorNotReducible(None, name, x.dtype, abs)
     if abs:
         x = np.abs(x)
     if name not in REDUCTIONS:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from smdebug_lite.exceptions import TensorNotReducible
 from smdebug_lite.hooks.numpy_reductions import compute as numpy_reduction
 
 _FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
@@ -40,14 +41,21 @@ def _one(flat: tf.Tensor, reduction: str) -> tf.Tensor:
 
 
 def tf_reductions(
-    tensor: tf.Tensor, pairs: list[tuple[str, bool]]
+    tensor: tf.Tensor, pairs: list[tuple[str, bool]], tensor_name: str | None = None
 ) -> dict[tuple[str, bool], np.ndarray]:
-    """{(reduction, abs): 0-d array} for a float tensor; other dtypes go through numpy."""
+    """{(reduction, abs): 0-d array} for a float tensor; other dtypes go through numpy.
+
+    A string tensor raises TensorNotReducible (a TypeError and an SMDebugValueError) naming
+    `tensor_name`, the reduction and the dtype.
+    """
     if not pairs:
         return {}
     if tensor.dtype not in _FLOATS:
+        if tensor.dtype == tf.string:
+            reduction, is_abs = pairs[0]
+            raise TensorNotReducible(tensor_name, reduction, tensor.dtype.name, is_abs)
         arr = tensor.numpy()
-        return {pair: numpy_reduction(arr, *pair) for pair in pairs}
+        return {pair: numpy_reduction(arr, *pair, tensor_name=tensor_name) for pair in pairs}
     dtype = tensor.dtype
     # Half types accumulate in float32 (TF's own reductions would overflow or lose precision).
     x = tf.cast(tensor, tf.float32) if dtype in (tf.float16, tf.bfloat16) else tensor

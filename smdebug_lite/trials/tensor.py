@@ -39,10 +39,11 @@ class StepState(Enum):
     NOT_YET_AVAILABLE = 2
 
 
-def as_mode(mode: object) -> ModeKeys:
+def as_mode(mode: object) -> ModeKeys | None:
     """A ModeKeys from ours, from any enum with the same member names (e.g. smdebug's), a name
-    or an int value."""
-    if mode.__class__ is ModeKeys:
+    or an int value. None stays None: as in smdebug, a mode under which nothing was saved (no
+    steps, no tensors; a value lookup raises StepUnavailable)."""
+    if mode.__class__ is ModeKeys or mode is None:
         return mode  # type: ignore[return-value]
     name = getattr(mode, "name", None)
     if isinstance(mode, Enum) and name in ALLOWED_MODE_NAMES:
@@ -51,7 +52,8 @@ def as_mode(mode: object) -> ModeKeys:
 
 
 class Tensor:
-    def __init__(self, name: str, trial: Trial) -> None:
+    def __init__(self, name: str, trial: Trial, cache: bool = False) -> None:
+        # `cache` is smdebug's argument; values are always cached per event file here.
         self.name = name
         self.original_name: str | None = None
         self.trial = trial
@@ -300,7 +302,7 @@ class Tensor:
             raise TensorUnavailableForStep(name, step_num, mode)
         check_reduction_name(reduction_name)
         value = self.trial._read(si, entry, name, step_num, mode)
-        return compute_reduction(reduction_name, value, bool(abs))
+        return compute_reduction(reduction_name, value, bool(abs), tensor_name=name)
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
                          worker: str | None = None) -> dict[tuple[str, bool], np.ndarray]:

@@ -197,6 +197,10 @@ class Trial:
             return
         self.refresh_data()
 
+    def refresh_tensor(self, tname: str, steps: Iterable[int] | None = None) -> None:
+        """smdebug's per-tensor refresh: as there, it reads every new index file."""
+        self.refresh_data()
+
     def refresh_data(self) -> None:
         """Read index files written since the last refresh."""
         if self.loaded_all_steps:
@@ -544,7 +548,8 @@ class Trial:
                         raise NoMoreData(step, mode, last)
                     waited = time.monotonic() - started
                     if waited >= limit:
-                        raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode.name}")
+                        mode_name = mode.name if mode is not None else None
+                        raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode_name}")
                     time.sleep(min(self.settings.poll_interval_s, max(0.0, limit - waited)))
 
     # -- stats -----------------------------------------------------------------------------

@@ -21,9 +21,12 @@ def create_trial(
     *,
     timeout: float | None = None,
     profiler: bool = False,
+    output_dir: str | None = None,
     **kwargs: Any,
 ) -> Trial:
     """Open the trial at a local path or `s3://bucket/prefix`.
+
+    `output_dir` is accepted for smdebug's signature; it only served profiler trials.
 
     `timeout` bounds every wait for data that has not appeared yet (default: env
     SMDEBUG_TRIAL_TIMEOUT, else 600 s); `TrialDataTimeout` is raised when it runs out.

@@ -1,9 +1,10 @@
 """The XGBoost hook: an ``xgboost.callback.TrainingCallback`` over the HookCore.
 
 Step = boosting round (``after_iteration``'s epoch), mode GLOBAL, default save interval 10, as in
-smdebug. Tensor names are smdebug's (docs/xgboost.md). Fixed here: every tree of a round is
-dumped (multi-class, num_parallel_tree), ``full_shap/<feature>`` is that feature's own column,
-metric names with digits (the sklearn API's ``validation_0-logloss``) and features whose names end
+smdebug. Tensor names and shapes are smdebug's (docs/xgboost.md): ``full_shap/<feature>`` holds
+the whole ``pred_contribs`` matrix, (rows, features + 1) with the bias column last, as smdebug
+saved it. Fixed here: every tree of a round is dumped (multi-class, num_parallel_tree), metric
+names with digits (the sklearn API's ``validation_0-logloss``) and features whose names end
 in a, b, i, s or / are saved (smdebug's regexes dropped them).
 """
 
@@ -90,7 +91,7 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
 
     def __init__(
         self,
-        out_dir: str,
+        out_dir: str | None = None,
         export_tensorboard: bool = False,
         tensorboard_dir: str | None = None,
         dry_run: bool = False,
@@ -125,6 +126,11 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         self._warned: set[str] = set()
         self._booster_type: str | None = None
         self._feature_names: list[str] | None = None
+
+    @classmethod
+    def hook_from_config(cls, json_config_path: str | None = None) -> Hook:
+        """smdebug's XGBoost spelling of create_from_json_file."""
+        return cls.create_from_json_file(json_config_path)
 
     @classmethod
     def _json_default_values(cls) -> dict[str, Any]:
@@ -267,9 +273,13 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         for column in COLUMNS:
             self._save(f"trees/{column}", table[column])
 
-    def _save_shap(self, model: xgb.Booster) -> None:
+    def _save_shap(self, model: xgb.Booster, full: bool = True, average: bool = True) -> None:
+        """SHAP values of train_data, as smdebug saved them: ``full_shap/<feature>`` is the whole
+        pred_contribs array ((rows, features + 1), or (rows, classes, features + 1)), the same
+        for every feature; ``average_shap/<feature>`` is that feature's mean, shape (1,)."""
         columns = [*(self._feature_names or []), "bias"]  # pred_contribs' last column is the bias
-        wanted = [(i, f, self._wants(f"full_shap/{f}"), self._wants(f"average_shap/{f}"))
+        wanted = [(i, f, full and self._wants(f"full_shap/{f}"),
+                   average and self._wants(f"average_shap/{f}"))
                   for i, f in enumerate(columns)]
         wanted = [w for w in wanted if w[2] or w[3]]
         if not wanted:
@@ -277,13 +287,46 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         if self.train_data is None:
             self._warn_once("shap", "XGBoost hook: pass train_data=... to save SHAP values")
             return
-        contribs = np.asarray(model.predict(self.train_data, pred_contribs=True))
-        for i, f, full, average in wanted:
-            column = contribs[..., i]  # (samples,) or (samples, classes): this feature only
-            if full:
-                self._save(f"full_shap/{f}", np.ascontiguousarray(column))
-            if average:
-                self._save(f"average_shap/{f}", np.array([column.mean()]))
+        contribs = np.ascontiguousarray(model.predict(self.train_data, pred_contribs=True))
+        for i, f, want_full, want_average in wanted:
+            if want_full:
+                self._save(f"full_shap/{f}", contribs)
+            if want_average:
+                self._save(f"average_shap/{f}", np.array([contribs[..., i].mean()]))
+
+    # -- smdebug's public writers (each saves only when this round is a saved step) -----------
+
+    def write_hyperparameters(self) -> None:
+        self._save_hyperparameters()
+
+    def write_metrics(self, evals_log: Mapping) -> None:
+        self._save_metrics(evals_log)
+
+    write_losses = write_metrics  # one pass files each metric under metrics and, if one, losses
+
+    def write_predictions(self, model: xgb.Booster) -> None:
+        if self.validation_data is not None and self._wants("predictions"):
+            self._save("predictions", np.asarray(model.predict(self.validation_data)))
+
+    def write_labels(self) -> None:
+        if self.validation_data is not None and self._wants("labels"):
+            self._save("labels", np.asarray(self.validation_data.get_label()))
+
+    def write_feature_importances(self, model: xgb.Booster) -> None:
+        self._learn_model(model)
+        self._save_feature_importance(model)
+
+    def write_full_shap(self, model: xgb.Booster) -> None:
+        self._learn_model(model)
+        self._save_shap(model, average=False)
+
+    def write_average_shap(self, model: xgb.Booster) -> None:
+        self._learn_model(model)
+        self._save_shap(model, full=False)
+
+    def write_tree_model(self, model: xgb.Booster, epoch: int | None = None) -> None:
+        self._learn_model(model)
+        self._save_trees(model)
 
     # -- TrainingCallback --------------------------------------------------------------------------
 

@@ -37,32 +37,74 @@ def _has_steps(trial: Any, names: list[str], mode: ModeKeys) -> bool:
 
 
 @dataclass
-class _Baseline:
-    value: float
-    mode_step: int
+class _Window:
+    """The saved losses of one averaging window: (mode step, value), oldest first."""
+
+    points: list[tuple[int, float]]
+
+    @property
+    def mean(self) -> float:
+        return sum(v for _, v in self.points) / len(self.points)
+
+    @property
+    def last_step(self) -> int:
+        return self.points[-1][0]
+
+    def squared_steps(self) -> tuple[float, int]:
+        """(sum of squared differences of successive values, number of pairs)."""
+        vals = [v for _, v in self.points]
+        pairs = zip(vals, vals[1:], strict=False)
+        return sum((b - a) ** 2 for a, b in pairs), max(len(vals) - 1, 0)
+
+
+@dataclass
+class _LossTrack:
+    first_step: int
     next_check: int
+    history: list[tuple[int, float]] = field(default_factory=list)
+    baseline: _Window | None = None  # None until the first check
+    tolerated: bool = False  # the last check let a small increase pass
+
+
+def _noise_se(a: _Window, b: _Window) -> float:
+    """Standard error of mean(b) - mean(a), with the noise level estimated from differences
+    of successive losses inside each window (half their mean square is the variance of
+    independent noise, and a slow trend barely inflates it). 0 with no pairs to estimate from."""
+    ss_a, n_a = a.squared_steps()
+    ss_b, n_b = b.squared_steps()
+    if n_a + n_b == 0:
+        return 0.0
+    variance = (ss_a + ss_b) / (2.0 * (n_a + n_b))
+    return math.sqrt(variance * (1.0 / len(a.points) + 1.0 / len(b.points)))
 
 
 class LossNotDecreasing(BuiltinRule):
     """Fires when a loss stops decreasing at an adequate rate.
 
-    Every `num_steps` (mode) steps the current loss is compared with the loss at the previous
-    check. It fires when the loss went down by less than `diff_percent` percent, or went up by
-    more than `increase_threshold_percent` percent. A smaller increase is treated as noise:
-    it does not fire, and the next check compares against the same (lower) earlier loss, so a
-    loss that keeps not improving fires one window later.
+    Every `num_steps` (mode) steps the mean of the losses saved in the last `window_steps`
+    steps is compared with the same mean at the previous check (at the first check the steps
+    seen so far are split in two halves, earlier vs later). A decrease counts only when it
+    exceeds `diff_percent` percent plus `noise_tolerance` standard errors of the difference of
+    the two means, so minibatch noise alone cannot pass for progress. The rule fires when the
+    loss did not decrease that much, or went up by more than `increase_threshold_percent`
+    percent (beyond the noise). A smaller increase is tolerated once: the next check compares
+    against the same earlier window, and fires if the loss still has not decreased.
 
     Parameters: ``collection_names``, ``tensor_regex`` (extra scalar tensors to check),
     ``use_losses_collection`` (bool, default True), ``num_steps`` (int, 10),
     ``diff_percent`` (float, 0.1), ``increase_threshold_percent`` (float, 5), ``mode`` (TRAIN,
     EVAL or GLOBAL; default: EVAL if the losses were saved in EVAL mode, else TRAIN, else
-    every step). Collections: ``losses``.
+    every step), ``window_steps`` (int, default num_steps: how many mode steps of saved losses
+    each mean covers; 1 compares single losses), ``noise_tolerance`` (float, 1: standard errors
+    of noise a decrease must exceed; 0 compares the means as they are). Collections:
+    ``losses``.
     """
 
     def __init__(self, base_trial: Any, collection_names: str | None = None,
                  tensor_regex: str | None = None, use_losses_collection: str = "True",
                  num_steps: str = "10", diff_percent: str = "0.1",
                  increase_threshold_percent: str = "5", mode: str | None = None,
+                 window_steps: str | None = None, noise_tolerance: str = "1",
                  action_str: str | None = None) -> None:
         super().__init__(base_trial, action_str=action_str)
         r = self.rule_name
@@ -74,6 +116,9 @@ class LossNotDecreasing(BuiltinRule):
         self.diff_percent = parse_float(r, "diff_percent", diff_percent)
         self.increase_threshold_percent = parse_float(
             r, "increase_threshold_percent", increase_threshold_percent, min_value=0.0)
+        window = parse_int(r, "window_steps", window_steps, allow_none=True, min_value=1)
+        self.window_steps = self.num_steps if window is None else window
+        self.noise_tolerance = parse_float(r, "noise_tolerance", noise_tolerance, min_value=0.0)
         try:
             self.mode = None if is_unset(mode) else parse_mode(mode, "mode")
         except ValueError as e:
@@ -84,11 +129,11 @@ class LossNotDecreasing(BuiltinRule):
         self.set_params(collection_names=collections, tensor_regex=tensor_regex,
                         num_steps=self.num_steps, diff_percent=self.diff_percent,
                         increase_threshold_percent=self.increase_threshold_percent,
-                        mode=self.mode.name if self.mode else None)
+                        mode=self.mode.name if self.mode else None,
+                        window_steps=self.window_steps, noise_tolerance=self.noise_tolerance)
         self.selection = TensorSelection(collections, regexes)
-        self._baselines: dict[tuple[ModeKeys, str], _Baseline] = {}
+        self._tracks: dict[tuple[ModeKeys, str], _LossTrack] = {}
         self._target: tuple[Any, ModeKeys] | None = None
-
     def _target_mode(self) -> ModeKeys:
         """EVAL, then TRAIN, then GLOBAL; re-decided only when new modes or tensors appear."""
         if self.mode is not None:
@@ -115,29 +160,68 @@ class LossNotDecreasing(BuiltinRule):
             mode, mode_step = GLOBAL, step
         for name, loss in self.each_at(self.selection, step, self.scalar):
             key = (mode, name)
-            base = self._baselines.get(key)
-            if base is None:
-                self._baselines[key] = _Baseline(loss, mode_step, mode_step + self.num_steps)
-                continue
-            if mode_step < base.next_check:
+            track = self._tracks.get(key)
+            if track is None:
+                track = self._tracks[key] = _LossTrack(mode_step, mode_step + self.num_steps)
+            track.history.append((mode_step, loss))
+            if mode_step < track.next_check:
                 continue
             if not math.isfinite(loss):
                 return self.flag(step, f"{name} is {loss}", tensor=name, loss=loss)
-            if base.value == 0 or not math.isfinite(base.value):
-                self._baselines[key] = _Baseline(loss, mode_step, mode_step + self.num_steps)
-                continue
-            decrease = (base.value - loss) / abs(base.value) * 100.0
-            if decrease < 0 and -decrease <= self.increase_threshold_percent:
-                base.next_check = mode_step + self.num_steps  # tolerated bump: keep baseline
-                continue
-            if decrease < 0 or decrease < self.diff_percent:
+            verdict = self._check(track, mode_step)
+            if verdict is not None:
+                reason, base, current, decrease, noise = verdict
                 return self.flag(
                     step,
-                    f"{name} changed by {-decrease:+.4g}% from {base.value:.6g} (step "
-                    f"{base.mode_step}) to {loss:.6g} (step {mode_step}) in mode {mode.name}",
-                    tensor=name, previous=base.value, current=loss, decrease_percent=decrease)
-            self._baselines[key] = _Baseline(loss, mode_step, mode_step + self.num_steps)
+                    f"{name}: mean loss {current.mean:.6g} over mode steps "
+                    f"{current.points[0][0]}-{current.last_step} vs {base.mean:.6g} over "
+                    f"{base.points[0][0]}-{base.last_step} in mode {mode.name}: {reason}",
+                    tensor=name, previous=base.mean, current=current.mean,
+                    decrease_percent=decrease, noise_percent=noise)
         return False
+
+    def _windows(self, track: _LossTrack, check: int) -> tuple[_Window, _Window]:
+        """(baseline, current) windows for a check at mode step `check`."""
+        hist = track.history
+        if track.baseline is None:
+            # First check: no losses before the first step, so the steps seen so far are
+            # split into an earlier and a later half (each at most window_steps long).
+            half = max(1, min(self.window_steps, (check - track.first_step + 1) // 2))
+            early = [p for p in hist if p[0] < track.first_step + half]
+            late = [p for p in hist if p[0] > check - half]
+            return _Window(early or hist[:1]), _Window(late or hist[-1:])
+        late = [p for p in hist if p[0] > check - self.window_steps]
+        return track.baseline, _Window(late or hist[-1:])
+
+    def _check(self, track: _LossTrack, check: int
+               ) -> tuple[str, _Window, _Window, float, float] | None:
+        """Compare the windows at a check; (reason, baseline, current, decrease %, noise %)
+        when the rule fires, else None."""
+        base, current = self._windows(track, check)
+        track.next_check = check + self.num_steps
+        # The baseline keeps its own points; the history only feeds later current windows.
+        track.history = [p for p in track.history if p[0] > check - self.window_steps]
+        if base.mean == 0 or not math.isfinite(base.mean):
+            track.baseline, track.tolerated = current, False
+            return None
+        scale = abs(base.mean) / 100.0
+        decrease = (base.mean - current.mean) / scale
+        noise = self.noise_tolerance * _noise_se(base, current) / scale
+        if decrease - noise >= self.diff_percent:
+            track.baseline, track.tolerated = current, False
+            return None
+        track.baseline = base
+        increase = -decrease
+        if increase - noise > self.increase_threshold_percent:
+            reason = (f"increased by {increase:.4g}%, more than "
+                      f"{self.increase_threshold_percent:g}% + noise {noise:.3g}%")
+            return reason, base, current, decrease, noise
+        if increase > 0 and not track.tolerated:
+            track.tolerated = True  # a small increase: look again one check later
+            return None
+        reason = (f"changed by {increase:+.4g}%, not a decrease of at least "
+                  f"{self.diff_percent:g}% + noise {noise:.3g}%")
+        return reason, base, current, decrease, noise
 
 
 @dataclass
