@@ -1,0 +1,89 @@
+"""``smdebug.core.access_layer.file``: a local file written under a temporary name.
+
+Writers open ``<path>.tmp`` and rename it to ``<path>`` on ``close()``, so readers (ours and
+smdebug's list ``*.json``/``*.tfevents`` only) never see a file half written. Readers load the
+whole file once (``ingest_all``) and then take it apart with ``read(n)``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from smdebug_lite.exceptions import SMDebugError
+from smdebug_lite.logger import get_logger
+
+from .base import TSAccessBase
+
+SMDEBUG_TEMP_PATH_SUFFIX = ".tmp"
+WRITE_MODES = ["w", "w+", "wb", "wb+", "a", "a+", "ab", "ab+"]
+
+logger = get_logger(__name__)
+
+
+def get_temp_path(file_path: str) -> str:
+    """Where a file is written before it is renamed into place."""
+    return file_path + SMDEBUG_TEMP_PATH_SUFFIX
+
+
+def ensure_dir(file_path: str, is_file: bool = True) -> None:
+    """Create the directory holding `file_path` (or `file_path` itself when `is_file` is False)."""
+    directory = os.path.dirname(file_path) if is_file else file_path
+    if directory:
+        os.makedirs(directory, exist_ok=True)
+
+
+class TSAccessFile(TSAccessBase):
+    """One local file, opened with a builtin ``open`` mode ('wb', 'a+', 'rb', ...)."""
+
+    def __init__(self, path: str, mode: str) -> None:
+        super().__init__()
+        self.path = path
+        self.mode = mode
+        self._data = b""
+        self._datalen = 0
+        self._position = 0
+        ensure_dir(path)
+        if mode in WRITE_MODES:
+            self.temp_path = get_temp_path(path)
+            self.open(self.temp_path, mode)
+        else:
+            self.open(path, mode)
+
+    def open(self, path: str, mode: str) -> None:  # type: ignore[override]
+        self._accessor = open(path, mode)  # noqa: SIM115 - closed by close()
+
+    def write(self, _str: bytes | str) -> list[int]:
+        """Append; returns [start offset, length] of what was written (an index entry's fields)."""
+        start = self._accessor.tell()
+        self._accessor.write(_str)
+        return [start, len(_str)]
+
+    def flush(self) -> None:
+        self._accessor.flush()
+
+    def close(self) -> None:
+        """Close, and for a written file move it from its temporary name to its own."""
+        self._accessor.close()
+        if self.mode in WRITE_MODES:
+            if not os.path.exists(self.temp_path):
+                logger.info("Skipping close of %s: the file no longer exists", self.temp_path)
+                return
+            os.replace(self.temp_path, self.path)
+
+    def ingest_all(self) -> None:
+        self._data = self._accessor.read()
+        self._datalen = len(self._data)
+        self._position = 0
+
+    def read(self, n: int) -> bytes:
+        if self._position + n > self._datalen:
+            raise SMDebugError(
+                f"{self.path}: reading {n} bytes at offset {self._position} goes past the end "
+                f"of the file ({self._datalen} bytes)"
+            )
+        res = self._data[self._position : self._position + n]
+        self._position += n
+        return res
+
+    def has_data(self) -> bool:
+        return self._position < self._datalen

@@ -1,0 +1,1 @@
+"""``smdebug.core.tfevent``: event files of tensor summaries and their index files."""

@@ -1,0 +1,71 @@
+"""``smdebug.core.tfevent.util``: numpy arrays to TensorProto, smdebug's way.
+
+``FileWriter`` does not go through here (it uses ``tensor_codec``'s encoder, which writes the
+same bytes faster); this is for code that builds its own summaries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from smdebug_lite.exceptions import SMDebugTypeError
+from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
+
+TensorProto = pb.TensorProto
+TensorShapeProto = pb.TensorShapeProto
+
+_NP_DATATYPE_TO_PROTO_DATATYPE = {
+    np.dtype(np.float16): "DT_HALF",
+    np.dtype(np.float32): "DT_FLOAT",
+    np.dtype(np.float64): "DT_DOUBLE",
+    np.dtype(np.int32): "DT_INT32",
+    np.dtype(np.int64): "DT_INT64",
+    np.dtype(np.uint8): "DT_UINT8",
+    np.dtype(np.uint16): "DT_UINT16",
+    np.dtype(np.uint32): "DT_UINT32",
+    np.dtype(np.uint64): "DT_UINT64",
+    np.dtype(np.int8): "DT_INT8",
+    np.dtype(np.int16): "DT_INT16",
+    np.dtype(np.complex64): "DT_COMPLEX64",
+    np.dtype(np.complex128): "DT_COMPLEX128",
+    np.dtype(bool): "DT_BOOL",
+}
+
+
+def _get_proto_dtype(npdtype: np.dtype) -> tuple[bool, str]:
+    """(is numeric, TF dtype name); strings and objects are DT_STRING."""
+    if getattr(npdtype, "kind", None) in ("U", "O", "S"):
+        return False, "DT_STRING"
+    try:
+        return True, _NP_DATATYPE_TO_PROTO_DATATYPE[np.dtype(npdtype)]
+    except (KeyError, TypeError):
+        raise SMDebugTypeError(
+            f"Numpy Datatype: {np.dtype(npdtype)} is currently not supported"
+        ) from None
+
+
+def make_numpy_array(x: object) -> np.ndarray:
+    """An ndarray from an ndarray, a scalar (as a 1-element array), a tuple, a list or a dict."""
+    if isinstance(x, np.ndarray):
+        return x
+    if np.isscalar(x):
+        return np.array([x])
+    if isinstance(x, (tuple, list)):
+        return np.asarray(x)
+    if isinstance(x, dict):
+        return np.array(x)
+    raise SMDebugTypeError(f"_make_numpy_array does not support the type {type(x)}")
+
+
+def make_tensor_proto(nparray_data: np.ndarray, tag: str) -> pb.TensorProto:
+    """A TensorProto with dims named ``<tag>_<size>`` and the raw bytes (or UTF-8 strings)."""
+    is_numeric, dtype = _get_proto_dtype(nparray_data.dtype)
+    dims = [pb.TensorShapeProto.Dim(size=d, name=f"{tag}_{d}") for d in nparray_data.shape]
+    shape = pb.TensorShapeProto(dim=dims)
+    if is_numeric:
+        little = nparray_data.astype(nparray_data.dtype.newbyteorder("<"), copy=False)
+        return pb.TensorProto(dtype=dtype, tensor_content=little.tobytes(), tensor_shape=shape)
+    proto = pb.TensorProto(tensor_shape=shape)
+    for s in nparray_data.reshape(-1):
+        proto.string_val.append(s if isinstance(s, bytes) else str(s).encode("utf-8"))
+    return proto
