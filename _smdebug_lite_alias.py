@@ -23,12 +23,18 @@ _COMPAT = "smdebug_lite.compat"
 class _AliasLoader(importlib.abc.Loader):
     def __init__(self, target: str) -> None:
         self._target = target
+        self._own_spec = None
 
     def create_module(self, spec):  # type: ignore[override]
-        return importlib.import_module(self._target)
+        module = importlib.import_module(self._target)
+        self._own_spec = module.__spec__
+        return module
 
-    def exec_module(self, module) -> None:  # the target module is already executed
-        return None
+    def exec_module(self, module) -> None:
+        # The target module is already executed; the import system has just stamped the alias's
+        # spec on it, so give it back its own (one module, one truthful __spec__).
+        if self._own_spec is not None:
+            module.__spec__ = self._own_spec
 
 
 class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
@@ -49,10 +55,13 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
                 return None
         else:
             return None
-        target_name = _resolve(fullname[len(_ALIAS) :])
-        if target_name is None:
+        target = _resolve(fullname[len(_ALIAS) :])
+        if target is None:
             return None
-        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(target_name), is_package=True)
+        is_package = target.submodule_search_locations is not None
+        return importlib.machinery.ModuleSpec(
+            fullname, _AliasLoader(target.name), is_package=is_package
+        )
 
     @staticmethod
     def _real_smdebug_available() -> bool:
@@ -70,17 +79,18 @@ class SmdebugAliasFinder(importlib.abc.MetaPathFinder):
         return False
 
 
-def _resolve(suffix: str) -> str | None:
-    """``.core.modes`` -> the smdebug_lite module serving it: our own first, then the compat one."""
+def _resolve(suffix: str) -> importlib.machinery.ModuleSpec | None:
+    """``.core.modes`` -> the spec of the smdebug_lite module serving it: ours, then compat's."""
     candidates = [_TARGET + suffix]
     if suffix:
         candidates.append(_COMPAT + suffix)
     for name in candidates:
         try:
-            if importlib.util.find_spec(name) is not None:
-                return name
+            spec = importlib.util.find_spec(name)
         except ModuleNotFoundError:
             continue
+        if spec is not None:
+            return spec
     return None
 
 

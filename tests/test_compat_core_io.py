@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import numpy as np
@@ -50,6 +51,7 @@ from smdebug.core.tensor import StepState, Tensor  # noqa: E402
 from smdebug.core.writer import FileWriter  # noqa: E402
 from smdebug.exceptions import (  # noqa: E402
     SMDebugRuntimeError,
+    SMDebugTypeError,
     SMDebugValueError,
     TensorUnavailableForStep,
 )
@@ -215,6 +217,7 @@ def test_event_file_is_byte_identical_to_our_hooks_writer(tmp_path):
     assert not [
         p for p in os.listdir(os.path.dirname(event)) if p.endswith(SMDEBUG_TEMP_PATH_SUFFIX)
     ]
+    assert get_temp_path("/a/b") == "/a/b" + SMDEBUG_TEMP_PATH_SUFFIX
 
 
 def test_our_trial_reads_file_writer_output(tmp_path):
@@ -274,16 +277,22 @@ training_has_ended(sys.argv[1])
 """
 
 
-@pytest.mark.refvenv
-def test_smdebug_1_0_34_reads_what_file_writer_wrote(tmp_path):
+def _run_ref_ok(code: str, *args: str) -> subprocess.CompletedProcess:
+    """Run `code` under smdebug 1.0.34 (skipped when its venv cannot be built); it must succeed."""
     py, reason = ref_python()
     if py is None:
         pytest.skip(reason)
+    proc = run_ref(code, *args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+@pytest.mark.refvenv
+def test_smdebug_1_0_34_reads_what_file_writer_wrote(tmp_path):
     trial = str(tmp_path / "run")
     _write_trial(trial)
     event = TensorFileLocation(1, "worker_0").get_file_location(trial_dir=trial)
-    proc = run_ref(REF_READS, trial, event)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    proc = _run_ref_ok(REF_READS, trial, event)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["names"] == sorted([*VALUES, "strings", "only_shape"])
     assert out["steps"] == [0, 1, 2]
@@ -302,12 +311,8 @@ def test_smdebug_1_0_34_reads_what_file_writer_wrote(tmp_path):
 
 @pytest.mark.refvenv
 def test_we_read_what_smdebug_1_0_34_file_writer_wrote(tmp_path):
-    py, reason = ref_python()
-    if py is None:
-        pytest.skip(reason)
     trial = str(tmp_path / "ref")
-    proc = run_ref(REF_WRITES, trial)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run_ref_ok(REF_WRITES, trial)
     assert has_training_ended(trial)
     event = TensorFileLocation(1, "worker_0").get_file_location(trial_dir=trial)
     read = [(n, s, v.tolist(), m, ms) for n, s, v, m, ms in FileReader(event).read_tensors()]
@@ -372,16 +377,48 @@ def test_tensor_module_reexports_our_classes():
 # ------------------------------------------------------------------------- end of training
 
 
-def test_local_training_end(tmp_path, monkeypatch):
+@pytest.fixture(params=["local", "s3"])
+def run_dir(request, tmp_path, monkeypatch):
+    """(a trial location, a function naming what is in it), on local disk and on S3."""
     monkeypatch.delenv("TRAINING_JOB_NAME", raising=False)
-    trial = str(tmp_path / "run")
-    assert has_training_ended(trial) is False
-    assert check_dir_exists(trial) is False
+    if request.param == "local":
+        local = tmp_path / "run"
+        return str(local), lambda: sorted(os.listdir(local))
+    s3 = request.getfixturevalue("s3_endpoint")
+    bucket = s3.new_bucket()
+
+    def names() -> list[str]:
+        listing = s3.client().list_objects_v2(Bucket=bucket, Prefix="run/")
+        return sorted(o["Key"][len("run/") :] for o in listing.get("Contents", ()))
+
+    return f"s3://{bucket}/run", names
+
+
+def test_training_end_marker(run_dir):
+    trial, names = run_dir
+    assert has_training_ended(trial) is False and check_dir_exists(trial) is False
+    open_storage(trial).write_atomic("a", b"")
+    assert has_training_ended(trial) is False and check_dir_exists(trial) is False
     training_has_ended(trial)
     assert has_training_ended(trial) is True and check_dir_exists(trial) is True
-    assert os.listdir(trial) == ["training_job_end.ts"]
     training_has_ended(trial)  # a second worker marking the end is fine
-    assert get_temp_path("/a/b").endswith(SMDEBUG_TEMP_PATH_SUFFIX)
+    assert names() == ["a", "training_job_end.ts"]  # no temporary file left behind
+
+
+def test_each_helper_has_one_home():
+    """smdebug exposed these under several module names; each name is the one implementation."""
+    import smdebug.core.access_layer.file as al_file
+    import smdebug.core.access_layer.s3handler as al_s3handler
+    import smdebug.core.access_layer.utils as al_utils
+    import smdebug.core.tfevent.util as tfevent_util
+    import smdebug.core.utils as core_utils
+
+    assert core_utils.check_dir_exists is al_utils.check_dir_exists is check_dir_exists
+    assert al_file.ensure_dir is core_utils.ensure_dir
+    assert al_s3handler.is_s3 is al_utils.is_s3 is core_utils.is_s3
+    assert tfevent_util.make_numpy_array is core_utils.make_numpy_array
+    with pytest.raises(SMDebugTypeError, match="_make_numpy_array does not support the type"):
+        tfevent_util.make_numpy_array(None)  # smdebug 1.0.34's message
 
 
 def test_no_end_marker_on_a_sagemaker_job(tmp_path, monkeypatch):
@@ -404,18 +441,15 @@ def test_rule_stop_signal_grace_time(tmp_path, monkeypatch):
     assert is_rule_signalled_gracetime_passed(str(tmp_path)) is True
 
 
-def test_s3_training_end(s3_endpoint, monkeypatch):
+def test_s3_training_end_other_prefixes_and_delete(s3_endpoint, monkeypatch):
     monkeypatch.delenv("TRAINING_JOB_NAME", raising=False)
     bucket = s3_endpoint.new_bucket()
     TSAccessS3(bucket_name=bucket, key_name="run/a").close()
     trial = f"s3://{bucket}/run"
-    assert has_training_ended(trial) is False and check_dir_exists(trial) is False
     training_has_ended(trial)
-    assert has_training_ended(trial) is True and check_dir_exists(trial) is True
     assert has_training_ended(f"s3://{bucket}/other") is False
     assert has_training_ended("s3://no-such-bucket-for-smdebug/run") is False
-    keys = {o["Key"] for o in s3_endpoint.client().list_objects_v2(Bucket=bucket)["Contents"]}
-    assert keys == {"run/a", "run/training_job_end.ts"}
+    assert check_dir_exists("s3://no-such-bucket-for-smdebug/run") is False
     delete_s3_prefixes(bucket, "run")
     assert has_training_ended(trial) is False
     assert "Contents" not in s3_endpoint.client().list_objects_v2(Bucket=bucket)

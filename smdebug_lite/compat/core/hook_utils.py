@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 
-from smdebug_lite.compat.core.utils import check_dir_exists, is_s3
+from smdebug_lite.compat.core.access_layer.utils import check_dir_exists
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.exceptions import SMDebugRuntimeError
 
 

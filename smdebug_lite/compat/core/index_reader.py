@@ -15,14 +15,16 @@ import re
 import time
 from abc import ABC, abstractmethod
 from bisect import bisect_left
+from collections.abc import Iterator
 
 import numpy as np
 
-from smdebug_lite.compat.core.access_layer.s3handler import ReadObjectRequest, S3Handler, is_s3
+from smdebug_lite.compat.core.access_layer.s3handler import ReadObjectRequest, S3Handler
 from smdebug_lite.compat.core.access_layer.utils import has_training_ended
 from smdebug_lite.compat.core.locations import IndexFileLocationUtils, TensorLocation, TensorShape
 from smdebug_lite.compat.core.s3_utils import list_s3_objects
 from smdebug_lite.compat.core.tfrecord.tensor_reader import TensorReader
+from smdebug_lite.compat.core.utils import is_s3, step_in_range
 from smdebug_lite.exceptions import (
     IndexReaderException,
     SMDebugValueError,
@@ -30,7 +32,6 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format import locations as names
 from smdebug_lite.format.index_file import parse_index
-from smdebug_lite.index.reader import step_in_range
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage.local_reads import read_local
 from smdebug_lite.trials.settings import TrialSettings
@@ -110,6 +111,26 @@ class IndexReader(ABC):
                 tensor_data, step, response, self.path, worker
             )
         return tensor_data, last_index_token
+
+    def _unread(
+        self, index_files: list[str], start_after_key: str | None, range_steps: tuple | None
+    ) -> Iterator[tuple[str, int, str]]:
+        """(file, step, worker) of each index file not read before whose step is in range.
+
+        A file counts as read once the caller's loop body for it has finished: if reading it
+        raises, the next call offers it again."""
+        for index_file in index_files:
+            parsed = names.parse_index_file_name(index_file)
+            if parsed is None or not self.index_file_cache.has_not_read(index_file):
+                continue
+            step, worker = parsed
+            if range_steps is None or step_in_range(range_steps, step):
+                yield index_file, step, worker
+                self.index_file_cache.add(index_file, start_after_key)
+
+    def _await_event_file(self, tensor_location: TensorLocation) -> None:
+        if not self._is_event_file_present(tensor_location.event_file_name):
+            self.event_file_present_loop(tensor_location)
 
     def _unavailable(self, loc: TensorLocation) -> TensorUnavailableForStep:
         return TensorUnavailableForStep(tname=loc.tensorname, step=loc.mode_step, mode=loc.mode)
@@ -237,8 +258,7 @@ class S3IndexReader(IndexReader):
         return S3Storage(f"s3://{bucket}").exists(str(key))
 
     def fetch_tensor_value(self, tensor_location: TensorLocation) -> np.ndarray:
-        if not self._is_event_file_present(tensor_location.event_file_name):
-            self.event_file_present_loop(tensor_location)
+        self._await_event_file(tensor_location)
         request = ReadObjectRequest(
             tensor_location.event_file_name,
             int(tensor_location.start_idx),
@@ -252,16 +272,10 @@ class S3IndexReader(IndexReader):
         """(contents, steps, the last key listed, workers) of index files not read before."""
         requests, steps, workers = [], [], []
         index_files, start_after_key = self.list_index_files(start_after_key)
-        for index_file in index_files:
-            parsed = names.parse_index_file_name(index_file)
-            if parsed is None or not self.index_file_cache.has_not_read(index_file):
-                continue
-            step, worker = parsed
-            if range_steps is None or step_in_range(range_steps, step):
-                steps.append(step)
-                workers.append(worker)
-                requests.append(ReadObjectRequest(f"s3://{self.bucket_name}/{index_file}"))
-                self.index_file_cache.add(index_file, start_after_key)
+        for index_file, step, worker in self._unread(index_files, start_after_key, range_steps):
+            steps.append(step)
+            workers.append(worker)
+            requests.append(ReadObjectRequest(f"s3://{self.bucket_name}/{index_file}"))
         responses = S3Handler.get_objects(requests)
         missing = [r.key for r, data in zip(requests, responses, strict=True) if data is None]
         if missing:
@@ -308,8 +322,7 @@ class LocalIndexReader(IndexReader):
         return event_files[bisect_left(event_files, start_after_key) :]
 
     def fetch_tensor_value(self, tensor_location: TensorLocation) -> np.ndarray:
-        if not self._is_event_file_present(tensor_location.event_file_name):
-            self.event_file_present_loop(tensor_location)
+        self._await_event_file(tensor_location)
         data = read_local(
             tensor_location.event_file_name,
             int(tensor_location.start_idx),
@@ -325,16 +338,10 @@ class LocalIndexReader(IndexReader):
         if start_after_key is not None:
             index_files = index_files[bisect_left(index_files, start_after_key) :]
         responses, steps, workers = [], [], []
-        for index_file in index_files:
-            parsed = names.parse_index_file_name(index_file)
-            if parsed is None or not self.index_file_cache.has_not_read(index_file):
-                continue
-            step, worker = parsed
-            if range_steps is None or step_in_range(range_steps, step):
-                steps.append(step)
-                workers.append(worker)
-                responses.append(read_local(index_file))
-                self.index_file_cache.add(index_file, start_after_key)
+        for index_file, step, worker in self._unread(index_files, start_after_key, range_steps):
+            steps.append(step)
+            workers.append(worker)
+            responses.append(read_local(index_file))
         if index_files:
             start_after_key = index_files[-1]
         return responses, steps, start_after_key, workers

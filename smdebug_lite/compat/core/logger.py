@@ -14,17 +14,10 @@ import os
 from collections import defaultdict
 
 from smdebug_lite.compat.core.config_constants import LOG_DUPLICATION_THRESHOLD
+from smdebug_lite.logger import _LEVELS, _ROOT
 from smdebug_lite.logger import get_logger as _lite_logger
 
-_ROOT = "smdebug_lite"
 _ALIAS = "smdebug"
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-}
 _filter_installed = False
 
 

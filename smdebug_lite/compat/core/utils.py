@@ -16,6 +16,7 @@ import socket
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from pathlib import Path
@@ -44,7 +45,6 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
-    END_OF_JOB_FILE,
     EVENTS_DIR,
     TENSORBOARD_DIR,
     parse_collections_file_name,
@@ -52,7 +52,7 @@ from smdebug_lite.format.locations import (
     parse_index_file_name,
     serialize_worker,
 )
-from smdebug_lite.storage import is_s3_path, open_storage
+from smdebug_lite.storage import is_s3_path
 
 logger = get_logger()
 # The process's agent: ``@error_handling_agent.catch_smdebug_errors()`` guards framework callbacks.
@@ -80,7 +80,7 @@ def make_numpy_array(x: Any) -> np.ndarray:
         return np.asarray(x)
     if isinstance(x, dict):
         return np.array(x)
-    raise SMDebugTypeError(f"make_numpy_array does not support the type {type(x)}")
+    raise SMDebugTypeError(f"_make_numpy_array does not support the type {type(x)}")
 
 
 def validate_custom_tensor_value(tensor_value: Any, make_numpy_fn: Callable[[Any], Any]) -> bool:
@@ -246,18 +246,6 @@ def remove_file_if_exists(file_path: str) -> None:
         os.remove(file_path)
 
 
-def check_dir_exists(path: str) -> bool:
-    """Whether `path` (local or ``s3://``) holds a finished training run, whose data a new run
-    must not be mixed with. A bucket that does not exist holds none."""
-    try:
-        return open_storage(path).exists(END_OF_JOB_FILE)
-    except Exception as e:  # botocore's NoSuchBucket, without importing botocore here
-        code = getattr(e, "response", {}).get("Error", {}).get("Code")
-        if code == "NoSuchBucket":
-            return False
-        raise
-
-
 def is_first_process(path: str, is_dir: bool = True) -> bool:
     """Whether this process is the first to claim `path` (creating ``claim.smd`` there, or the
     file itself with ``is_dir=False``, exclusively). Always True on S3, where nothing can be
@@ -288,6 +276,15 @@ def remove_claim_file(path: str) -> None:
         os.remove(os.path.join(path, CLAIM_FILENAME))
     except FileNotFoundError:
         pass
+
+
+def __getattr__(name: str) -> Any:
+    # check_dir_exists lives in access_layer.utils, which imports this module: resolved lazily.
+    if name == "check_dir_exists":
+        from smdebug_lite.compat.core.access_layer.utils import check_dir_exists
+
+        return check_dir_exists
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # -- environment ------------------------------------------------------------------------------
@@ -425,6 +422,7 @@ def _installed_version_at_least(dist: str, minimum: tuple[int, ...]) -> bool:
 # -- test helpers smdebug shipped -------------------------------------------------------------
 
 
+@dataclass(eq=False)
 class SagemakerSimulator:
     """Makes this process look like a SageMaker training job for a ``with`` block.
 
@@ -435,22 +433,14 @@ class SagemakerSimulator:
     back as they were. Only the files it writes are removed, never their whole directory.
     """
 
-    def __init__(
-        self,
-        json_config_path: str = "/tmp/zcc_config.json",
-        tensorboard_dir: str = "/tmp/tensorboard",
-        training_job_name: str = "sm_job",
-        json_file_contents: str = "{}",
-        cleanup: bool = True,
-    ) -> None:
-        self.out_dir = DEFAULT_SAGEMAKER_OUTDIR
-        self.json_config_path = json_config_path
-        self.tb_json_config_path = DEFAULT_SAGEMAKER_TENSORBOARD_PATH
-        self.tensorboard_dir = tensorboard_dir
-        self.training_job_name = training_job_name
-        self.json_file_contents = json_file_contents
-        self.cleanup = cleanup
-        self._saved_env: dict[str, str | None] = {}
+    json_config_path: str = "/tmp/zcc_config.json"
+    tensorboard_dir: str = "/tmp/tensorboard"
+    training_job_name: str = "sm_job"
+    json_file_contents: str = "{}"
+    cleanup: bool = True
+    out_dir: str = field(default=DEFAULT_SAGEMAKER_OUTDIR, init=False)
+    tb_json_config_path: str = field(default=DEFAULT_SAGEMAKER_TENSORBOARD_PATH, init=False)
+    _saved_env: dict[str, str | None] = field(default_factory=dict, init=False, repr=False)
 
     def __enter__(self) -> SagemakerSimulator:
         if self.cleanup:
@@ -487,12 +477,12 @@ class SagemakerSimulator:
                 os.environ[key] = value
 
 
+@dataclass(eq=False)
 class ScriptSimulator:
     """Removes `out_dir` (and `tensorboard_dir`) before and after a ``with`` block."""
 
-    def __init__(self, out_dir: str = "/tmp/test", tensorboard_dir: str | None = None) -> None:
-        self.out_dir = out_dir
-        self.tensorboard_dir = tensorboard_dir
+    out_dir: str = "/tmp/test"
+    tensorboard_dir: str | None = None
 
     def _clean(self) -> None:
         shutil.rmtree(self.out_dir, ignore_errors=True)
@@ -511,7 +501,7 @@ __all__ = [
     "FRAMEWORK",
     "SagemakerSimulator",
     "ScriptSimulator",
-    "check_dir_exists",
+    "check_dir_exists",  # noqa: F822 - served by __getattr__
     "check_smdataparallel_env",
     "check_smmodelparallel_training",
     "deserialize_tf_device",

@@ -22,7 +22,7 @@ from smdebug_lite.compat.core.locations import (
 )
 from smdebug_lite.compat.core.tfevent.event_file_writer import EventFileWriter
 from smdebug_lite.compat.core.tfevent.index_file_writer import IndexWriter
-from smdebug_lite.compat.core.tfevent.util import make_numpy_array
+from smdebug_lite.compat.core.utils import make_numpy_array
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugValueError
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.format.tensor_codec import encode_tensor_record

@@ -7,6 +7,7 @@ smdebug-lite's (2.1 and later), not smdebug's (1.5 to 2.x).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
@@ -51,33 +52,21 @@ def make_numpy_array(x: Any) -> np.ndarray:
     return _make_numpy_array(x)
 
 
-def _minor_is(major: int, minor: int) -> bool:
-    return PT_VERSION[:2] == (major, minor)
+def _is_pt(major: int, minor: int) -> Callable[[], bool]:
+    """smdebug's ``is_pt_<major>_<minor>()``: whether the installed torch is that release."""
+
+    def check() -> bool:
+        return PT_VERSION[:2] == (major, minor)
+
+    check.__name__ = check.__qualname__ = f"is_pt_{major}_{minor}"
+    return lru_cache(maxsize=1)(check)
 
 
-@lru_cache(maxsize=1)
-def is_pt_1_5() -> bool:
-    return _minor_is(1, 5)
-
-
-@lru_cache(maxsize=1)
-def is_pt_1_6() -> bool:
-    return _minor_is(1, 6)
-
-
-@lru_cache(maxsize=1)
-def is_pt_1_7() -> bool:
-    return _minor_is(1, 7)
-
-
-@lru_cache(maxsize=1)
-def is_pt_1_8() -> bool:
-    return _minor_is(1, 8)
-
-
-@lru_cache(maxsize=1)
-def is_pt_1_9() -> bool:
-    return _minor_is(1, 9)
+is_pt_1_5 = _is_pt(1, 5)
+is_pt_1_6 = _is_pt(1, 6)
+is_pt_1_7 = _is_pt(1, 7)
+is_pt_1_8 = _is_pt(1, 8)
+is_pt_1_9 = _is_pt(1, 9)
 
 
 def is_current_version_supported(pytorch_version: str = torch.__version__) -> bool:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 
-from smdebug_lite.exceptions import SMDebugError
+from smdebug_lite.compat.core.utils import ensure_dir
 from smdebug_lite.logger import get_logger
 
-from .base import TSAccessBase
+from .base import IngestedBytes, TSAccessBase
 
 SMDEBUG_TEMP_PATH_SUFFIX = ".tmp"
 WRITE_MODES = ["w", "w+", "wb", "wb+", "a", "a+", "ab", "ab+"]
@@ -25,23 +25,14 @@ def get_temp_path(file_path: str) -> str:
     return file_path + SMDEBUG_TEMP_PATH_SUFFIX
 
 
-def ensure_dir(file_path: str, is_file: bool = True) -> None:
-    """Create the directory holding `file_path` (or `file_path` itself when `is_file` is False)."""
-    directory = os.path.dirname(file_path) if is_file else file_path
-    if directory:
-        os.makedirs(directory, exist_ok=True)
-
-
-class TSAccessFile(TSAccessBase):
+class TSAccessFile(IngestedBytes, TSAccessBase):
     """One local file, opened with a builtin ``open`` mode ('wb', 'a+', 'rb', ...)."""
 
     def __init__(self, path: str, mode: str) -> None:
         super().__init__()
         self.path = path
         self.mode = mode
-        self._data = b""
-        self._datalen = 0
-        self._position = 0
+        self._ingest(b"")
         ensure_dir(path)
         if mode in WRITE_MODES:
             self.temp_path = get_temp_path(path)
@@ -71,19 +62,7 @@ class TSAccessFile(TSAccessBase):
             os.replace(self.temp_path, self.path)
 
     def ingest_all(self) -> None:
-        self._data = self._accessor.read()
-        self._datalen = len(self._data)
-        self._position = 0
+        self._ingest(self._accessor.read())
 
-    def read(self, n: int) -> bytes:
-        if self._position + n > self._datalen:
-            raise SMDebugError(
-                f"{self.path}: reading {n} bytes at offset {self._position} goes past the end "
-                f"of the file ({self._datalen} bytes)"
-            )
-        res = self._data[self._position : self._position + n]
-        self._position += n
-        return res
-
-    def has_data(self) -> bool:
-        return self._position < self._datalen
+    def _where(self) -> str:
+        return self.path

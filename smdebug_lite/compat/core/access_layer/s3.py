@@ -14,12 +14,12 @@ import re
 from smdebug_lite.exceptions import SMDebugError, SMDebugNotImplementedError
 from smdebug_lite.storage.s3 import s3_client
 
-from .base import TSAccessBase
+from .base import IngestedBytes, TSAccessBase
 
 _MULTIPART_THRESHOLD = 5 * 1024 * 1024
 
 
-class TSAccessS3(TSAccessBase):
+class TSAccessS3(IngestedBytes, TSAccessBase):
     """One object ``s3://bucket_name/key_name``; `binary` False collects ``str`` writes.
 
     For writing, the bucket is created when it does not exist, as smdebug did (readers pass
@@ -43,9 +43,7 @@ class TSAccessS3(TSAccessBase):
         self.flushed = False
         self.current_len = 0
         self._init_data()
-        self._data = b""
-        self._datalen = 0
-        self._position = 0
+        self._ingest(b"")
         if aws_access_key_id or aws_secret_access_key:
             import boto3
 
@@ -105,22 +103,10 @@ class TSAccessS3(TSAccessBase):
 
     def ingest_all(self) -> None:
         response = self.s3_client.get_object(Bucket=self.bucket_name, Key=self.key_name)
-        self._data = response["Body"].read()
-        self._datalen = len(self._data)
-        self._position = 0
+        self._ingest(response["Body"].read())
 
-    def read(self, n: int) -> bytes:
-        if self._position + n > self._datalen:
-            raise SMDebugError(
-                f"s3://{self.bucket_name}/{self.key_name}: reading {n} bytes at offset "
-                f"{self._position} goes past the end of the object ({self._datalen} bytes)"
-            )
-        res = self._data[self._position : self._position + n]
-        self._position += n
-        return res
-
-    def has_data(self) -> bool:
-        return self._position < self._datalen
+    def _where(self) -> str:
+        return f"s3://{self.bucket_name}/{self.key_name}"
 
     def __enter__(self) -> TSAccessS3:
         return self

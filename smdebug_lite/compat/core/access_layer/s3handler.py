@@ -12,6 +12,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.exceptions import SMDebugError, SMDebugTypeError
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage.local_reads import read_local
@@ -22,14 +23,6 @@ logger = get_logger(__name__)
 # Errors no retry can fix: the caller has to change credentials, region or permissions.
 _FATAL_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken"}
 _MISSING_CODES = {"NoSuchKey", "404", "NoSuchBucket"}
-
-
-def is_s3(path: str) -> tuple[bool, str | None, str | None]:
-    """(True, bucket, key) for ``s3://bucket/key``, else (False, None, None)."""
-    if not path.startswith("s3://"):
-        return False, None, None
-    bucket, _, key = path[len("s3://") :].partition("/")
-    return True, bucket, key
 
 
 class ReadObjectRequest:
@@ -85,10 +78,13 @@ def _error_code(err: Exception) -> str:
     return str(response.get("Error", {}).get("Code", ""))
 
 
-def _is_credentials_problem(err: Exception) -> bool:
+def _is_fatal(err: Exception) -> bool:
+    """Whether no retry can help: the caller has to fix credentials, region or permissions."""
     from botocore.exceptions import NoCredentialsError, NoRegionError, PartialCredentialsError
 
-    return isinstance(err, (NoCredentialsError, PartialCredentialsError, NoRegionError))
+    if isinstance(err, (NoCredentialsError, PartialCredentialsError, NoRegionError)):
+        return True
+    return _error_code(err) in _FATAL_CODES
 
 
 class S3Handler:
@@ -137,15 +133,8 @@ class S3Handler:
                         ]
                     keys += [obj["Key"] for obj in page.get("Contents", ()) if "Key" in obj]
                 return keys
-            except ClientError as e:
-                code = _error_code(e)
-                if code in _FATAL_CODES:
-                    raise SMDebugError(f"listing s3://{lr.bucket}/{lr.prefix} failed: {e}") from e
-                logger.warning("Unable to list s3://%s/%s: %s", lr.bucket, lr.prefix, e)
-                if code in _MISSING_CODES:
-                    return []
-            except BotoCoreError as e:
-                if _is_credentials_problem(e):
+            except (ClientError, BotoCoreError) as e:
+                if _is_fatal(e):
                     raise SMDebugError(f"listing s3://{lr.bucket}/{lr.prefix} failed: {e}") from e
                 logger.warning(
                     "Unable to list s3://%s/%s (attempt %d): %s",
@@ -154,6 +143,8 @@ class S3Handler:
                     attempt + 1,
                     e,
                 )
+                if _error_code(e) in _MISSING_CODES:
+                    return []
         logger.warning("Unable to list files for %s with prefix %s", lr.bucket, lr.prefix)
         return []
 
@@ -178,19 +169,13 @@ class S3Handler:
             except FileNotFoundError:
                 logger.error("Failed to read %s: no such file", object_request.describe())
                 return None
-            except ClientError as e:
-                code = _error_code(e)
-                if code in _FATAL_CODES:
+            except (ClientError, BotoCoreError) as e:
+                if _is_fatal(e):
                     raise SMDebugError(f"reading {object_request.describe()} failed: {e}") from e
+                code = _error_code(e)
                 if code in _MISSING_CODES:
                     logger.error("Failed to read %s: %s", object_request.describe(), code)
                     return None
-                logger.warning(
-                    "Error %s while reading %s; will retry", e, object_request.describe()
-                )
-            except BotoCoreError as e:
-                if _is_credentials_problem(e):
-                    raise SMDebugError(f"reading {object_request.describe()} failed: {e}") from e
                 logger.warning(
                     "Error %s while reading %s; will retry", e, object_request.describe()
                 )

@@ -9,13 +9,14 @@ from __future__ import annotations
 import os
 import time
 
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.format.locations import END_OF_JOB_FILE
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage import LocalStorage
 
 from .file import TSAccessFile
 from .s3 import TSAccessS3
-from .s3handler import DeleteRequest, ListRequest, ReadObjectRequest, S3Handler, is_s3
+from .s3handler import DeleteRequest, ListRequest, ReadObjectRequest, S3Handler
 
 END_OF_JOB_FILENAME = END_OF_JOB_FILE
 ENV_RULE_STOP_SIGNAL_FILENAME = "SAGEMAKER_ENV_RULE_STOP_SIGNAL_FILE"
@@ -121,8 +122,5 @@ def delete_s3_prefixes(bucket: str, keys: str | list[str]) -> None:
 
 
 def check_dir_exists(path: str) -> bool:
-    """Whether `path` holds a finished trial (its end marker exists)."""
-    on_s3, _, _ = is_s3(path)
-    if on_s3:
-        return has_training_ended(path)
-    return os.path.exists(path) and has_training_ended(path)
+    """Whether `path` (local or S3) holds the end marker, found as has_training_ended finds it."""
+    return has_training_ended(path)

@@ -95,7 +95,20 @@ class EventsReader:
             yield pb.Event.FromString(self._tfrecord_reader.read_record(check=check))
 
 
-class EventFileReader:
+class EventSource:
+    """Tensors and summaries of what a subclass's ``read_events`` yields."""
+
+    def read_events(self, check: object = "minimal") -> Iterator[pb.Event]:
+        raise NotImplementedError
+
+    def read_tensors(self, check: object = "minimal") -> Iterator[TensorTuple]:
+        return tensors_of(self.read_summaries(check=check))
+
+    def read_summaries(self, check: object = "minimal") -> Iterator[tuple[int, pb.Summary]]:
+        return summaries_of(self.read_events(check=check))
+
+
+class EventFileReader(EventSource):
     """Tensors, summaries and events of one event file (local or ``s3://``)."""
 
     def __init__(self, fname: str) -> None:
@@ -104,12 +117,6 @@ class EventFileReader:
 
     def __exit__(self, *exc: object) -> None:
         self._ev_reader.__exit__(*exc)
-
-    def read_tensors(self, check: object = "minimal") -> Iterator[TensorTuple]:
-        return tensors_of(self.read_summaries(check=check))
-
-    def read_summaries(self, check: object = "minimal") -> Iterator[tuple[int, pb.Summary]]:
-        return summaries_of(self.read_events(check=check))
 
     def read_events(self, check: object = "minimal") -> Iterator[pb.Event]:
         return self._ev_reader.read_events(check=check)

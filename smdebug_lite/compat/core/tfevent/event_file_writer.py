@@ -14,6 +14,7 @@ import time
 from smdebug_lite.compat.core.locations import TensorLocation
 from smdebug_lite.compat.core.tfevent.index_file_writer import EventWithIndex, IndexWriter
 from smdebug_lite.compat.core.tfrecord.record_writer import RecordWriter
+from smdebug_lite.compat.core.utils import get_relative_event_file_path
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugTypeError
 from smdebug_lite.format.crc import mask
 from smdebug_lite.format.index_file import TensorEntry
@@ -23,16 +24,6 @@ from smdebug_lite.format.tensor_codec import EncodedRecord
 
 Event = pb.Event
 _U32 = struct.Struct("<I")
-
-
-def relative_event_file_path(path: str) -> str:
-    """``events/<step>/<file>`` (or ``tensorboard/<mode>/<file>``): how index files name it."""
-    parts = path.replace("\\", "/").split("/")
-    if len(parts) < 3 or parts[-3] not in ("events", "tensorboard"):
-        raise SMDebugRuntimeError(
-            f"Invalid path: {path}, should contain either 'events' or 'tensorboard'"
-        )
-    return "/".join(parts[-3:])
 
 
 class EventFileWriter:
@@ -48,10 +39,7 @@ class EventFileWriter:
         verbose: bool = False,
         write_checksum: bool = False,
     ) -> None:
-        self._path = path
-        self.max_queue = max_queue
-        self.flush_secs = flush_secs
-        self.verbose = verbose
+        self._path = path  # max_queue, flush_secs and verbose: nothing is queued (see above)
         self.write_checksum = write_checksum
         self.index_writer = index_writer
         self._records: RecordWriter | None = RecordWriter(path, write_checksum)
@@ -62,7 +50,7 @@ class EventFileWriter:
         self, tname: str, mode: object, mode_step: int, start: int, length: int
     ) -> TensorLocation:
         if self._relative is None:
-            self._relative = relative_event_file_path(self._path)
+            self._relative = get_relative_event_file_path(self._path)
             parsed = parse_event_file_name(self._relative)
             self._worker = parsed[1] if parsed else None
         return TensorLocation(
@@ -149,4 +137,4 @@ class EventFileWriter:
         return self._path
 
 
-__all__ = ["Event", "EventFileWriter", "relative_event_file_path"]
+__all__ = ["Event", "EventFileWriter"]

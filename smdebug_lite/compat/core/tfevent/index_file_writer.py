@@ -12,8 +12,8 @@ import json
 
 from smdebug_lite.compat.core.access_layer.file import TSAccessFile
 from smdebug_lite.compat.core.access_layer.s3 import TSAccessS3
-from smdebug_lite.compat.core.access_layer.s3handler import is_s3
 from smdebug_lite.compat.core.locations import TensorLocation, TensorShape
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.exceptions import SMDebugValueError
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from smdebug_lite.compat.core.utils import make_numpy_array
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 
@@ -44,19 +45,6 @@ def _get_proto_dtype(npdtype: np.dtype) -> tuple[bool, str]:
         ) from None
 
 
-def make_numpy_array(x: object) -> np.ndarray:
-    """An ndarray from an ndarray, a scalar (as a 1-element array), a tuple, a list or a dict."""
-    if isinstance(x, np.ndarray):
-        return x
-    if np.isscalar(x):
-        return np.array([x])
-    if isinstance(x, (tuple, list)):
-        return np.asarray(x)
-    if isinstance(x, dict):
-        return np.array(x)
-    raise SMDebugTypeError(f"_make_numpy_array does not support the type {type(x)}")
-
-
 def make_tensor_proto(nparray_data: np.ndarray, tag: str) -> pb.TensorProto:
     """A TensorProto with dims named ``<tag>_<size>`` and the raw bytes (or UTF-8 strings)."""
     is_numeric, dtype = _get_proto_dtype(nparray_data.dtype)
@@ -69,3 +57,6 @@ def make_tensor_proto(nparray_data: np.ndarray, tag: str) -> pb.TensorProto:
     for s in nparray_data.reshape(-1):
         proto.string_val.append(s if isinstance(s, bytes) else str(s).encode("utf-8"))
     return proto
+
+
+__all__ = ["TensorProto", "TensorShapeProto", "make_numpy_array", "make_tensor_proto"]

@@ -8,15 +8,16 @@ CRC and smdebug's constant footer, ``"full"`` checks the length CRC and the payl
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from smdebug_lite.compat.core.access_layer.file import TSAccessFile
 from smdebug_lite.compat.core.access_layer.s3 import TSAccessS3
-from smdebug_lite.compat.core.access_layer.s3handler import is_s3
 from smdebug_lite.compat.core.tfrecord.record_writer import (
     CHECKSUM_MAGIC_BYTES,
     masked_crc32c,
     u32,
 )
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.exceptions import SMDebugError, SMDebugRuntimeError, SMDebugValueError
 from smdebug_lite.format.crc import SMDEBUG_MAGIC_FOOTER
 
@@ -27,6 +28,7 @@ __all__ = [
     "RecordReader",
     "check_length_crc",
     "check_payload_crc",
+    "read_framed_record",
     "masked_crc32c",
     "u32",
     "CHECKSUM_MAGIC_BYTES",
@@ -55,6 +57,19 @@ def check_payload_crc(payload: bytes, saved_payload_crc: int, check: object, whe
             f"{where}: saved_payload_crc: {saved_payload_crc} is not equal to "
             f"computed_payload_crc: {expected}"
         )
+
+
+def read_framed_record(read: Callable[[int], bytes], check: object, where: str) -> bytes:
+    """One TFRecord's payload taken from `read` (length, its CRC, payload, footer), checked as
+    `check` asks; errors name `where`."""
+    length_bytes = read(8)
+    (length,) = _U64.unpack(length_bytes)
+    (saved_len_crc,) = _U32.unpack(read(4))
+    check_length_crc(length_bytes, saved_len_crc, check, where)
+    payload = read(length)
+    (saved_payload_crc,) = _U32.unpack(read(4))
+    check_payload_crc(payload, saved_payload_crc, check, where)
+    return payload
 
 
 class RecordReader:
@@ -91,14 +106,7 @@ class RecordReader:
         """The next record's payload (a serialized Event)."""
         if self._reader is None:
             raise SMDebugError(f"{self.path}: the record reader is closed")
-        length_bytes = self._reader.read(8)
-        (length,) = _U64.unpack(length_bytes)
-        (saved_len_crc,) = _U32.unpack(self._reader.read(4))
-        check_length_crc(length_bytes, saved_len_crc, check, self.path)
-        payload = self._reader.read(length)
-        (saved_payload_crc,) = _U32.unpack(self._reader.read(4))
-        check_payload_crc(payload, saved_payload_crc, check, self.path)
-        return payload
+        return read_framed_record(self._reader.read, check, self.path)
 
     def flush(self) -> None:
         raise SMDebugError("flush() should not be called on RecordReader")

@@ -11,9 +11,9 @@ from collections.abc import Iterable
 
 from smdebug_lite.compat.core.access_layer.file import TSAccessFile
 from smdebug_lite.compat.core.access_layer.s3 import TSAccessS3
-from smdebug_lite.compat.core.access_layer.s3handler import is_s3
+from smdebug_lite.compat.core.utils import is_s3
 from smdebug_lite.exceptions import SMDebugError, SMDebugValueError
-from smdebug_lite.format.crc import masked_crc32c as _masked_crc32c
+from smdebug_lite.format.crc import masked_crc32c
 from smdebug_lite.format.records import encode_record
 
 CHECKSUM_MAGIC_BYTES = b"0x12345678"
@@ -21,11 +21,6 @@ CHECKSUM_MAGIC_BYTES = b"0x12345678"
 
 def u32(x: int) -> int:
     return x & 0xFFFFFFFF
-
-
-def masked_crc32c(data: bytes | bytearray | memoryview) -> int:
-    """TFRecord's masked CRC32C."""
-    return _masked_crc32c(data)
 
 
 class RecordWriter:
@@ -76,3 +71,6 @@ class RecordWriter:
             self.flush()
             self._writer.close()
             self._writer = None
+
+
+__all__ = ["CHECKSUM_MAGIC_BYTES", "RecordWriter", "masked_crc32c", "u32"]

@@ -5,25 +5,16 @@ What the index reader uses on the bytes of one record (or several) fetched by of
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterator
 
-from smdebug_lite.compat.core.tfevent.event_file_reader import (
-    TensorTuple,
-    mode_of,
-    summaries_of,
-    tensors_of,
-)
-from smdebug_lite.compat.core.tfrecord.record_reader import check_length_crc, check_payload_crc
+from smdebug_lite.compat.core.tfevent.event_file_reader import EventSource, mode_of
+from smdebug_lite.compat.core.tfrecord.record_reader import read_framed_record
 from smdebug_lite.exceptions import SMDebugRuntimeError
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.modes import ModeKeys
 
-_U64 = struct.Struct("<Q")
-_U32 = struct.Struct("<I")
 
-
-class TensorReader:
+class TensorReader(EventSource):
     def __init__(self, data: bytes) -> None:
         self.position = 0
         self.data = data
@@ -40,24 +31,10 @@ class TensorReader:
         return data
 
     def read_record(self, check: object = "minimal") -> bytes:
-        where = f"record at offset {self.position}"
-        length_bytes = self._read(8)
-        (length,) = _U64.unpack(length_bytes)
-        (saved_len_crc,) = _U32.unpack(self._read(4))
-        check_length_crc(length_bytes, saved_len_crc, check, where)
-        payload = self._read(length)
-        (saved_payload_crc,) = _U32.unpack(self._read(4))
-        check_payload_crc(payload, saved_payload_crc, check, where)
-        return payload
+        return read_framed_record(self._read, check, f"record at offset {self.position}")
 
     def _get_mode_modestep(self, step: int, plugin_data) -> tuple[ModeKeys, int]:  # noqa: ANN001
         return mode_of(step, plugin_data)
-
-    def read_tensors(self, check: object = "minimal") -> Iterator[TensorTuple]:
-        return tensors_of(self.read_summaries(check=check))
-
-    def read_summaries(self, check: object = "minimal") -> Iterator[tuple[int, pb.Summary]]:
-        return summaries_of(self.read_events(check=check))
 
     def read_events(self, check: object = "minimal") -> Iterator[pb.Event]:
         while self.has_data():
