@@ -76,7 +76,7 @@ def test_live_s3_trial_lists_incrementally(s3_endpoint, s3_bucket):
     write_steps(w, range(3), simple_tensors)
     t = create_trial(uri)
     assert t.steps() == [0, 1, 2] and not t.loaded_all_steps
-    assert t.last_index_token == "index/000000000/000000000002_worker_0.json"
+    assert t.last_index_token == "live/index/000000000/000000000002_worker_0.json"  # a key
     with pytest.raises(StepNotYetAvailable):
         t.tensor("w").value(3)
     write_steps(w, [3], simple_tensors)
@@ -85,7 +85,7 @@ def test_live_s3_trial_lists_incrementally(s3_endpoint, s3_bucket):
     # One refresh on the miss: end-marker check, one LIST page after the token, the new index
     # file; then the event file (whole: it is small).
     assert t.requests - before == 4
-    assert t.last_index_token == "index/000000000/000000000003_worker_0.json"
+    assert t.last_index_token == "live/index/000000000/000000000003_worker_0.json"
     w.close()
     assert t.steps() == [0, 1, 2, 3]  # the refresh interval may delay this, a miss does not
     t.tensor("w").value(0)

@@ -257,7 +257,7 @@ def test_incomplete_step_window(tmp_path, monkeypatch):
     # so the oldest half-window of them is declared complete.
     assert t.last_complete_step >= 1
     assert t.steps() == list(range(t.last_complete_step + 1))
-    assert t.last_index_token.startswith("index/000000000/")
+    assert t.last_index_token.startswith(os.path.join(t.trial_dir, "index/000000000/"))
 
 
 def test_range_steps(tmp_path):

@@ -24,7 +24,7 @@ import threading
 import time
 import traceback
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -197,7 +197,9 @@ class HookCore:
         self._quiet_gen = -1
         self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
-        self._pending_scalars: list[tuple[str, np.ndarray, float]] = []
+        # save_scalar/save_tensor calls made before the first step began: replayed at its start
+        # (smdebug's step counter started at 0, so such values landed in step 0).
+        self._before_first_step: list[Callable[[], None]] = []
         self._matched: set[str] = set()
         self._warned_unmatched: set[str] = set()
         self._all_matched: set[frozenset[int]] = set()  # saving sets `_report_unmatched` is done with
@@ -390,7 +392,7 @@ class HookCore:
         of this step will be pending. Adapters call it once a step has fully started and count
         steps down with `_quiet_left`; anything that could change the answer (a mode, a
         scalar, a schedule, a collection) sets `_quiet_left` to 0 or moves the generation."""
-        if (self._step_writer is not None or self._saving or self._pending_scalars
+        if (self._step_writer is not None or self._saving or self._before_first_step
                 or self._training_state is not None or self.disabled or self._closed):
             return 0
         mode = self.mode
@@ -420,7 +422,7 @@ class HookCore:
             self._prepare_collections()
         mode = self.mode
         mode_step = self.mode_steps.get(mode, -1)
-        if not self._pending_scalars and self._quiet_covers(mode, mode_step):
+        if not self._before_first_step and self._quiet_covers(mode, mode_step):
             if self._saving:  # the step before saved; this one is the first quiet step
                 self._saving = []
                 self._set_saving_ids()
@@ -430,9 +432,9 @@ class HookCore:
             self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
             if self._tb is None and self.tensorboard_dir:
                 self._tb = self._make_tb_writer()
-        for name, value, wall in self._pending_scalars:  # saved before the first step began
-            self._scalar_writer().add_tensor(name, value, wall)
-        self._pending_scalars.clear()
+        pending, self._before_first_step = self._before_first_step, []
+        for replay in pending:
+            replay()
 
     def _quiet_covers(self, mode: ModeKeys, mode_step: int) -> bool:
         """Whether `mode_step` lies in the mode's quiet window (see `_select_saving`): no included
@@ -625,7 +627,8 @@ class HookCore:
             if sm_metric and self._sm_metrics is not None:
                 self._sm_metrics.log(f"{tag}_{self.mode.name}", arr, wall, max(self.mode_step, 0))
             if self.step < 0:
-                self._pending_scalars.append((tag, arr, wall))
+                self._before_first_step.append(
+                    lambda: self._scalar_writer().add_tensor(tag, arr, wall))
                 return
             if self.writes:
                 self._scalar_writer().add_tensor(tag, arr, wall)
@@ -656,11 +659,17 @@ class HookCore:
                     changed = True
             if changed:
                 self._prepare_collections()
-                self._begin_saving_recheck()
-            plan = self.plan(tensor_name)
-            if plan is None:
-                return
             arr = self._to_numpy(tensor_value)
+            if self.step < 0:
+                self._before_first_step.append(lambda: self._save_tensor_now(tensor_name, arr))
+                return
+            if changed:
+                self._begin_saving_recheck()
+            self._save_tensor_now(tensor_name, arr)
+
+    def _save_tensor_now(self, tensor_name: str, arr: np.ndarray) -> None:
+        plan = self.plan(tensor_name)
+        if plan is not None:
             self.write(plan, raw=arr, reductions=self._numpy_reductions(plan, arr), shape=arr.shape)
 
     def _begin_saving_recheck(self) -> None:
@@ -838,6 +847,10 @@ class HookCore:
             "smdebug-lite hook failed in %s and is now disabled for the rest of this run; "
             "training continues without saving tensors. Cause: %s: %s\n%s",
             where, type(error).__name__, error, "".join(traceback.format_exception(error)))
+
+    def _cleanup(self) -> None:
+        """smdebug's name for the end-of-run close; its tests and scripts call it directly."""
+        self.close()
 
     def close(self) -> None:
         """Write the last step, the collections file and the end marker; wait for uploads."""

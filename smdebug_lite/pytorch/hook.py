@@ -858,7 +858,7 @@ class Hook(HookCore):
         mode = self.mode
         if (len(self._roots) != 1 or self._tb is not None or self._sm_metrics is not None
                 or self._training_state is not None or not self.writes or self._buffer.record is not rec
-                or self._step_writer is not None or self._saving or self._pending_scalars
+                or self._step_writer is not None or self._saving or self._before_first_step
                 or ids not in self._all_matched or self._grad_wanted.get(ids) is not grad_ids
                 or self._plan_caches.get(ids) is not plan_cache):
             return None
@@ -886,7 +886,7 @@ class Hook(HookCore):
         buf = self._buffer
         # (the schedule is the one the cycle was decided under: the step due is a saving step)
         if (mode_step != cycle.due or mode is not cycle.mode or _GENERATION[0] != cycle.generation
-                or self._step_writer is not None or self._saving or self._pending_scalars
+                or self._step_writer is not None or self._saving or self._before_first_step
                 or self._grad_attached or self._fwd_on or self._grads_pending
                 or self._plan_caches.get(cycle.saving_ids) is not cycle.plan_cache
                 or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
@@ -924,7 +924,7 @@ class Hook(HookCore):
         mode = self.mode
         if (sw is None or len(sw) or sw.step != self.step or buf.replayed() is not rec
                 or mode is not cycle.mode or _GENERATION[0] != cycle.generation
-                or self._saving is not cycle.saving or self._pending_scalars or self._grads_pending
+                or self._saving is not cycle.saving or self._before_first_step or self._grads_pending
                 or self._plan_caches.get(cycle.quiet_ids) is not cycle.quiet_plan_cache
                 or not rec.repeatable_by(self._writer)):
             return False
@@ -996,4 +996,4 @@ class Hook(HookCore):
             self.remove()
 
 
-__all__ = ["GRADIENT_PREFIX", "Hook"]
+__all__ = ["GRADIENT_PREFIX", "CollectionKeys", "Hook"]

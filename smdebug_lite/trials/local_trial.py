@@ -13,3 +13,6 @@ class LocalTrial(Trial):
     def __init__(self, name: str, dirname: str, range_steps: Any = None, **kwargs: Any) -> None:
         super().__init__(name, LocalStorage(dirname), range_steps, **kwargs)
         self.trial_dir = os.path.expanduser(dirname)
+
+    def _index_token_root(self) -> str:
+        return os.path.join(self.trial_dir, "")

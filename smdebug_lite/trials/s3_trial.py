@@ -21,3 +21,6 @@ class S3Trial(Trial):
     def requests(self) -> int:
         """S3 API calls made by this trial so far."""
         return self.storage.requests  # type: ignore[attr-defined]
+
+    def _index_token_root(self) -> str:
+        return self.prefix_name  # an S3 key, as smdebug's token was

@@ -135,8 +135,13 @@ class Trial:
 
     @property
     def last_index_token(self) -> str | None:
-        """The key after which the next refresh lists index files."""
-        return self._index.start_after
+        """The index file after which the next refresh lists, named as smdebug named it: the
+        trial's directory (local) or S3 prefix joined with the key under the trial."""
+        token = self._index.start_after
+        return None if token is None else self._index_token_root() + token
+
+    def _index_token_root(self) -> str:
+        return self.path.rstrip("/") + "/"
 
     # -- loading ---------------------------------------------------------------------------
 

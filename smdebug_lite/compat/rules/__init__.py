@@ -1,0 +1,1 @@
+"""Modules under ``smdebug.rules`` that smdebug-lite's own ``rules`` package does not have."""
