@@ -83,3 +83,11 @@ def test_smdebug_action_and_profiler_constant_modules_import():
     assert Actions is OurActions and MessageAction and StopTrainingAction
     assert (DEFAULT_PREFIX, HOROVODTIMELINE_SUFFIX) == ("framework/pevents",
                                                         "horovod_timeline.json")
+
+
+def test_actions_take_smdebugs_keyword():
+    from smdebug.rules.action.action import Actions
+
+    spec = '{"name": "StopTraining", "training_job_prefix": "job-"}'
+    assert len(Actions(actions_str=spec, rule_name="r").actions) == 1
+    assert len(Actions(spec, "r").actions) == 1

@@ -57,10 +57,17 @@ def parse_action_json(text: str | None) -> list[dict[str, Any]]:
 
 
 class Actions:
-    """``Actions(action_str, rule_name)``; ``invoke(message)`` runs each one, logging failures."""
+    """``Actions(action_str, rule_name)``; ``invoke(message)`` runs each one, logging failures.
+
+    ``actions_str`` is smdebug's keyword for ``action_str``."""
 
     def __init__(self, action_str: str | None = None, rule_name: str = "",
-                 default_stop_signal_dir: str | None = None) -> None:
+                 default_stop_signal_dir: str | None = None, *,
+                 actions_str: str | None = None) -> None:
+        if actions_str is not None:
+            if action_str is not None:
+                raise TypeError("Actions() takes action_str or actions_str, not both")
+            action_str = actions_str
         self.rule_name = rule_name
         self.actions: list[Action] = []
         try:
