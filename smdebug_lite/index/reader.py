@@ -107,10 +107,23 @@ def _shapes_as_strings(text: bytes) -> bytes | None:
     and is never tracked; `entry_shape` turns it into a (shared) tuple on use. Applied only to
     the layout smdebug-lite writes (shape right before content_offset, no shape_payload).
     """
-    if text.endswith(b'"shape_payload": []}') and _SHAPE_OPEN in text:
+    if text.endswith(b'"shape_payload": []}'):
         return text.replace(_SHAPE_OPEN, b'"shape": "[').replace(_SHAPE_CLOSE,
                                                                   b']", "content_offset"')
     return None
+
+
+_PAYLOAD_OPEN = b'"tensor_payload": [{'
+
+
+def _first_entry_has_shape(text: bytes) -> bool | None:
+    """Whether the first tensor_payload entry records a shape (smdebug-lite's layout) or not
+    (smdebug's); None when there is no entry to look at. Looks at that entry's text only."""
+    i = text.find(_PAYLOAD_OPEN)
+    if i < 0:
+        return None
+    j = text.find(b"}", i)
+    return text.find(b'"shape"', i, j if j >= 0 else len(text)) >= 0
 
 
 def entry_shape(entry: Entry) -> tuple[int, ...] | None:
@@ -135,6 +148,46 @@ def shape_tuple(shape: object) -> tuple[int, ...]:
     return t
 
 
+class _Layout:
+    """How the tensor names of one index file split into raw tensors and saved reductions.
+
+    Consecutive index files of a job nearly always list the same names in the same order, so
+    the split is worked out once per distinct list and shared (the `names` set too)."""
+
+    __slots__ = ("all", "raw", "groups", "names")
+
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.all = names
+        raw: list[str] = []
+        groups: dict[str, list[tuple[tuple[str, bool], str]]] = {}
+        for name in dict.fromkeys(names):
+            if name.startswith(REDUCTIONS_PREFIX):
+                try:
+                    base, red, is_abs = parse_reduction_tensor_name(name)
+                except SMDebugValueError:
+                    raw.append(name)  # not a well-formed reduction name: a tensor of its own
+                    continue
+                groups.setdefault(base, []).append(((red, is_abs), name))
+                continue
+            raw.append(name)
+        self.raw = tuple(raw)
+        self.groups = tuple((base, tuple(g)) for base, g in groups.items())
+        self.names = frozenset(raw).union(groups)
+
+
+_LAYOUTS: dict[tuple[str, ...], _Layout] = {}
+_LAYOUTS_MAX = 1024
+
+
+def _layout(names: tuple[str, ...]) -> _Layout:
+    found = _LAYOUTS.get(names)
+    if found is None:
+        if len(_LAYOUTS) >= _LAYOUTS_MAX:
+            _LAYOUTS.clear()
+        found = _LAYOUTS[names] = _Layout(names)
+    return found
+
+
 def parse_step_index(text: bytes | str, key: str,
                      parsed: tuple[int, str] | None = None) -> StepIndex:
     """Parse one index file; IndexReaderException names the file and the problem.
@@ -147,7 +200,8 @@ def parse_step_index(text: bytes | str, key: str,
     if isinstance(text, str):
         text = text.encode("utf-8")
     try:
-        compact = _shapes_as_strings(text)
+        has_shape = _first_entry_has_shape(text)
+        compact = _shapes_as_strings(text) if has_shape else None
         doc = None
         if compact is not None:
             try:
@@ -160,8 +214,12 @@ def parse_step_index(text: bytes | str, key: str,
         mode = _MODES[meta.get("mode", "GLOBAL")]
         mode_step = int(meta.get("mode_step", step))
         payload = doc.get("tensor_payload") or ()
+        layout = None
         if compact is not None:
             entries = {e["tensorname"]: e for e in payload}
+        elif has_shape is False:  # smdebug's layout: name, start_idx, length
+            layout = _layout(tuple([e["tensorname"] for e in payload]))
+            entries = dict(zip(layout.all, payload, strict=True))
         else:
             entries = {}
             for e in payload:
@@ -181,16 +239,12 @@ def parse_step_index(text: bytes | str, key: str,
     si = StepIndex(step, worker, mode, mode_step, event_rel, entries)
     if compact is None and payload and payload[0].get("shape") is not None:
         si.tracked = len(entries)
-    if _REDUCTION_MARK in text:
-        reductions: dict[str, dict[tuple[str, bool], Entry]] = {}
-        for name in [n for n in entries if n.startswith(REDUCTIONS_PREFIX)]:
-            try:
-                base, red, is_abs = parse_reduction_tensor_name(name)
-            except SMDebugValueError:
-                continue  # not a well-formed reduction name: kept as a tensor of its own
-            reductions.setdefault(base, {})[(red, is_abs)] = entries.pop(name)
-        if reductions:
-            si.reductions = reductions
+    if layout is None and _REDUCTION_MARK in text:
+        layout = _layout(tuple(entries))
+    if layout is not None and layout.groups:
+        every = entries
+        si.entries = si.names = entries = {n: every[n] for n in layout.raw}
+        si.reductions = {base: {k: every[n] for k, n in group} for base, group in layout.groups}
     if shape_payload:
         try:
             si.shapes = {e["tensorname"]: tuple(int(d) for d in e["shape"]) for e in shape_payload}
@@ -199,8 +253,10 @@ def parse_step_index(text: bytes | str, key: str,
         except (KeyError, TypeError, ValueError) as e:
             raise IndexReaderException(f"{key}: corrupt shape entry ({type(e).__name__}: {e})") from None
         si.original_names = originals or None
-    if si.reductions or si.shapes:
-        si.names = set(entries).union(si.reductions or (), si.shapes or ())
+    if si.shapes:
+        si.names = set(entries).union(si.reductions or (), si.shapes)
+    elif si.reductions:
+        si.names = layout.names  # type: ignore[union-attr]
     return si
 
 

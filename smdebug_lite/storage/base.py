@@ -29,6 +29,12 @@ class Storage(ABC):
         """Whole files; S3 overrides this to download concurrently."""
         return [self.read(r) for r in rels]
 
+    def read_ranges(self, rels: Sequence[str], starts: Sequence[int],
+                    lengths: Sequence[int]) -> list[bytes]:
+        """`lengths[i]` bytes of `rels[i]` from `starts[i]` (short only where a file is);
+        FileNotFoundError names a missing file. Local and S3 storage read them concurrently."""
+        return [self.read(r, s, n) for r, s, n in zip(rels, starts, lengths, strict=True)]
+
     @abstractmethod
     def exists(self, rel: str) -> bool: ...
 

@@ -53,6 +53,10 @@ class LocalStorage(Storage):
     def read_many(self, rels: Sequence[str]) -> list[bytes]:
         return read_many(self.root, rels)
 
+    def read_ranges(self, rels: Sequence[str], starts: Sequence[int],
+                    lengths: Sequence[int]) -> list[bytes]:
+        return read_many(self.root, rels, starts, lengths)
+
     def exists(self, rel: str) -> bool:
         return os.path.exists(os.path.join(self.root, rel))
 

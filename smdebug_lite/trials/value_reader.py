@@ -3,17 +3,24 @@
 smdebug reopened the event file and parsed protobuf for every value. Here decoded arrays are kept
 per event file in a byte-bounded LRU cache:
 
-* `Tensor.values()` (one tensor over many steps) reads only its record from each local file it
-  has not seen yet; a second record wanted from the same file loads the file whole.
-* A single value (`Tensor.value`, reductions), or any read on S3, where a request costs more than
-  the bytes, reads the whole file (unless it is larger than `whole_file_max`) and decodes every
-  record in one sequential pass, so one step of all tensors, or all tensors of all steps, costs
-  one read per file. `values()` on S3 fetches the files it needs concurrently.
-* Records written by smdebug-lite are decoded without protobuf: the index gives dtype, shape and
-  the offset of the raw bytes. Each record's CRC32C from the index is checked before use; files
+* `Tensor.values()` (one tensor over many steps) reads only its record (start_idx, length from
+  the index) from each file it has not seen yet: local preads on a few threads, ranged GETs on
+  a bounded pool for S3. A second record wanted from the same file loads the file whole. On S3,
+  files written by smdebug-lite are fetched whole instead (they are small per step, and the
+  request costs more than the bytes). With 50,000 records in a trial, Python's cost per record
+  decides: the usual case (one worker, files not read yet, one layout) is planned with loops
+  in C (`_read_uniform`), and smdebug's records are checked and viewed together with numpy
+  (`format.event_batch`).
+* A single value (`Tensor.value`) reads the whole file (unless it is larger than
+  `whole_file_max`), so one step of all tensors costs one read per file. A saved reduction reads
+  only the file's reduction records (ranges close together merged into one read), not the raw
+  tensors between them.
+* Records are decoded without protobuf: for smdebug-lite's files the index gives dtype, shape
+  and the offset of the raw bytes; records written by smdebug are walked to their tensor bytes
+  (`format.event_view`). Each record's CRC32C from the index is checked before use; files
   written by smdebug have no CRC in the index and are checked through the TFRecord framing
-  instead. A bad record raises `TensorCorrupted` naming the file, step and tensor; every other
-  record stays readable.
+  instead (length CRC and footer). A bad record raises `TensorCorrupted` naming the file, step
+  and tensor; every other record stays readable.
 
 Returned arrays are read-only views of the file bytes (smdebug's arrays were read-only too), and
 the same array object is returned again for the same record while it is cached.
@@ -25,22 +32,31 @@ import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
-from operator import is_, itemgetter
+from operator import add, is_, itemgetter
 
 import numpy as np
 from crc32c import crc32c as _crc
 
 from smdebug_lite.exceptions import TensorCorrupted
+from smdebug_lite.format.event_batch import view_events
+from smdebug_lite.format.event_view import view_event
 from smdebug_lite.format.records import HEADER_SIZE, RecordError, decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
 from smdebug_lite.index import Entry, StepIndex, entry_shape, shape_tuple
 from smdebug_lite.index.reader import _SHAPES
+from smdebug_lite.reductions import REDUCTIONS_PREFIX
 from smdebug_lite.storage import Storage
-from smdebug_lite.storage.local_reads import read_many
+from smdebug_lite.storage.ranges import coalesce
 
 # The keys of an index entry written by smdebug-lite for a plain numeric tensor.
 _FAST_FIELDS = itemgetter("start_idx", "length", "crc32c", "dtype", "shape", "content_offset")
 _FAST_KEYS = 7  # the six above plus "tensorname"
+_RANGE = itemgetter("start_idx", "length")
+_EVENT_KEYS = 3  # an entry written by smdebug: tensorname, start_idx, length
+# Ranges of one file at most this far apart are read as one (a local read costs about as
+# much as copying 16 KiB; an S3 request, as transferring about a megabyte).
+_LOCAL_GAP = 16 << 10
+_REMOTE_GAP = 1 << 20
 _ARRAY_OVERHEAD = 128  # approximate bytes of an ndarray object, for cache accounting
 _BATCH_BYTES = 64 << 20  # records read alone are fetched about this many bytes at a time
 _DTYPES: dict[str, np.dtype] = {
@@ -68,12 +84,14 @@ class _FileState:
     """What is known of one event file (one worker's step): its bytes once read whole, decoded
     arrays by record name, and records found corrupt while decoding the whole file."""
 
-    __slots__ = ("step", "worker", "data", "arrays", "bad", "nbytes")
+    __slots__ = ("step", "worker", "data", "chunks", "arrays", "bad", "nbytes")
 
     def __init__(self, step: int, worker: str) -> None:
         self.step = step
         self.worker = worker
         self.data: bytes | None = None
+        # Parts read without the whole file (the reduction records): (offset, bytes).
+        self.chunks: list[tuple[int, bytes]] | None = None
         self.arrays: dict[str, np.ndarray] = {}
         self.bad: dict[str, str] | None = None
         self.nbytes = 0
@@ -124,8 +142,10 @@ class ValueReader:
         # state per step (far fewer scattered memory reads).
         self._columns: dict[tuple[str, str], dict[int, np.ndarray]] = {}
         self._cached_bytes = 0
+        self._gap = _LOCAL_GAP if storage.is_local else _REMOTE_GAP
         self.file_reads = 0
         self.range_reads = 0
+        self.bytes_read = 0
 
     # -- cache -----------------------------------------------------------------------------
 
@@ -198,7 +218,9 @@ class ValueReader:
         if data is None:
             data = self.storage.read(si.event_rel)  # type: ignore[arg-type]
         self.file_reads += 1
+        self.bytes_read += len(data)
         fs.data = data
+        fs.chunks = None  # arrays viewing them stay (and stay accounted for)
         arrays = fs.arrays
         columns = self._columns
         step, worker = fs.step, fs.worker
@@ -214,16 +236,21 @@ class ValueReader:
         fields = _FAST_FIELDS
         decoded = 0
         items = list(si.entries.items())
-        if si.reductions:
+        first = items[0][1] if items else None
+        if first is not None and len(first) == _EVENT_KEYS:
+            items = []  # smdebug's layout: each record is walked when it is wanted
+        elif si.reductions:
             items += [(e.get("tensorname"), e) for r in si.reductions.values() for e in r.values()]
         for name, entry in items:
+            if len(entry) != _FAST_KEYS:
+                continue  # smdebug's layout, narrowing (orig_dtype): decoded on request
             try:
                 start, length, crc, dtype, shape, offset = fields(entry)
             except (KeyError, TypeError):
                 continue  # not our writer's layout: decoded (and explained) on request
             dt = dtypes_get(dtype)
-            if dt is None or len(entry) != _FAST_KEYS or name in arrays:
-                continue  # narrowing (orig_dtype) or unknown layout: decoded on request
+            if dt is None or name in arrays:
+                continue  # unknown layout: decoded on request
             if adopt:
                 prev = columns.get((name, worker), {}).get(step)
                 if prev is not None:
@@ -236,7 +263,7 @@ class ValueReader:
                 fs.bad[name] = self._problem(data, start, entry)
                 continue
             if shape.__class__ is not tuple:
-                cached = shapes_get(shape)
+                cached = shapes_get(shape) if shape.__class__ is str else None
                 shape = shape_tuple(shape) if cached is None else cached
             try:
                 arr = arrays[name] = ndarray(shape, dt, data, start + offset)
@@ -294,6 +321,10 @@ class ValueReader:
             except (ValueError, TypeError) as e:
                 raise self._corrupted(si, entry, f"raw bytes not decodable ({e})") from None
         else:
+            view = view_event(data, base, entry["length"], entry.get("tensorname"))
+            if view is not None:
+                orig = entry.get("orig_dtype")
+                return narrow(view, orig) if orig else view
             try:
                 payload, _ = decode_record(data, base)
                 arr = decode_tensor_event(payload).value
@@ -317,21 +348,37 @@ class ValueReader:
             arr = col.get(si.step) if col is not None else None
             if arr is not None:
                 return arr  # read alone by a bulk read
-            # A single value: other records of the same step are likely next (a rule reading
-            # several tensors of one step), so the whole file is read unless it is large.
             fs = self._state(si)
-            if si.size > self.whole_file_max:
-                return self._read_range(fs, si, entry)
-            self._load_whole(fs, si)
         else:
             self._cache.move_to_end(rel)
             arr = fs.arrays.get(name)  # type: ignore[arg-type]
             if arr is not None:
                 return arr
-            if fs.data is None:
-                if si.size > self.whole_file_max:
-                    return self._read_range(fs, si, entry)
-                self._load_whole(fs, si)  # the second record wanted from this file
+            if rel in self._partial:  # the file's reductions were read, this record alone
+                col = self._columns.get((name, si.worker))  # type: ignore[arg-type]
+                arr = col.get(si.step) if col is not None else None
+                if arr is not None:
+                    return arr
+            if fs.data is not None or fs.chunks is not None:
+                arr = self._quick(fs, name, entry)  # type: ignore[arg-type]
+                if arr is not None:
+                    return arr
+        if fs.data is None:
+            if fs.chunks is None and si.reductions and si.entries and name.startswith(  # type: ignore[union-attr]
+                    REDUCTIONS_PREFIX):
+                self._load_reductions(fs, si)
+                arr = self._quick(fs, name, entry)  # type: ignore[arg-type]
+                if arr is not None:
+                    return arr
+            if fs.chunks is not None:
+                arr = self._from_chunks(fs, si, entry)
+                if arr is not None:
+                    return arr
+            # A single value: other records of the same step are likely next (a rule reading
+            # several tensors of one step), so the whole file is read unless it is large.
+            if si.size > self.whole_file_max:
+                return self._read_range(fs, si, entry)
+            self._load_whole(fs, si)
         arr = fs.arrays.get(name)  # type: ignore[arg-type]
         if arr is not None:
             return arr
@@ -342,6 +389,80 @@ class ValueReader:
         self._account(fs, _ARRAY_OVERHEAD + (0 if arr.base is not None else arr.nbytes))
         return arr
 
+    def _quick(self, fs: _FileState, name: str, entry: Entry) -> np.ndarray | None:
+        """A record in smdebug's layout viewed from bytes read before (the whole file or a
+        part of it); None sends it down the general path, which explains any problem."""
+        if len(entry) != _EVENT_KEYS:
+            return None
+        col = self._columns.get((name, fs.worker))
+        if col is None:
+            col = self._columns[(name, fs.worker)] = {}
+        else:
+            arr = col.get(fs.step)
+            if arr is not None:  # read alone before: the same array object again
+                fs.arrays[name] = arr
+                return arr
+        try:
+            start, length = _RANGE(entry)
+            data = fs.data
+            if data is not None:
+                arr = view_event(data, start, length, name)
+            else:
+                arr = None
+                for offset, chunk in fs.chunks:  # type: ignore[union-attr]
+                    if offset <= start and start + length <= offset + len(chunk):
+                        arr = view_event(chunk, start - offset, length, name)
+                        break
+        except (KeyError, TypeError):
+            return None
+        if arr is None:
+            return None
+        fs.arrays[name] = arr
+        col[fs.step] = arr
+        fs.nbytes += _ARRAY_OVERHEAD
+        self._cached_bytes += _ARRAY_OVERHEAD
+        if self._cached_bytes > self.cache_bytes:
+            self._evict(keep=fs)
+        return arr
+
+    def _load_reductions(self, fs: _FileState, si: StepIndex) -> None:
+        """Read only the file's reduction records (raw tensors between them can be large),
+        merging ranges that lie close together."""
+        entries = [e for r in si.reductions.values() for e in r.values()]  # type: ignore[union-attr]
+        try:
+            starts, lengths = zip(*map(_RANGE, entries), strict=True)
+            first, end = min(starts), max(map(add, starts, lengths))
+            if end - first - sum(lengths) <= self._gap:  # the usual case: all in one read
+                spans = [(first, end)]
+            else:
+                spans = coalesce(starts, lengths, self._gap)
+        except (KeyError, TypeError, ValueError):
+            return  # malformed entries: the record read explains which
+        if len(spans) == 1:
+            datas = [self.storage.read(si.event_rel, first, end - first)]  # type: ignore[arg-type]
+        else:
+            datas = self.storage.read_ranges([si.event_rel] * len(spans),  # type: ignore[list-item]
+                                             [a for a, _ in spans], [b - a for a, b in spans])
+        fs.chunks = [(a, d) for (a, _), d in zip(spans, datas, strict=True)]
+        size = sum(map(len, datas))
+        self.range_reads += len(spans)
+        self.bytes_read += size
+        self._account(fs, size)
+
+    def _from_chunks(self, fs: _FileState, si: StepIndex, entry: Entry) -> np.ndarray | None:
+        """The record decoded from a part of the file read before, if one holds it whole."""
+        try:
+            start, length = _RANGE(entry)
+        except KeyError:
+            return None
+        for offset, data in fs.chunks:  # type: ignore[union-attr]
+            if offset <= start and start + length <= offset + len(data):
+                arr = self._decode(data, start - offset, si, entry)
+                self._remember(fs, entry["tensorname"], arr)
+                self._account(fs, _ARRAY_OVERHEAD)
+                return arr
+        return None
+
     def _read_range(self, fs: _FileState, si: StepIndex, entry: Entry) -> np.ndarray:
         try:
             start, length = entry["start_idx"], entry["length"]
@@ -349,6 +470,7 @@ class ValueReader:
             raise self._corrupted(si, entry, "malformed index entry") from None
         data = self.storage.read(si.event_rel, start, length)  # type: ignore[arg-type]
         self.range_reads += 1
+        self.bytes_read += len(data)
         arr = self._decode(data, 0, si, entry)
         self._remember(fs, entry["tensorname"], arr)
         self._account(fs, len(data) + _ARRAY_OVERHEAD)
@@ -360,10 +482,10 @@ class ValueReader:
         without. `one_worker`: every StepIndex is from the same worker (the usual case), so
         values already decoded can be taken from that worker's column of the tensor.
 
-        Locally, a file not seen yet is read for this record only (one tensor over many steps
-        touches each file once; a second record wanted loads the file whole), many files at a
-        time (`read_many`). On S3 the files not cached yet are fetched whole and concurrently,
-        `chunk` at a time.
+        A file not seen yet is read for this record only (one tensor over many steps touches
+        each file once; a second record wanted loads the file whole), many files at a time.
+        On S3, files written by smdebug-lite (and files seen before) are fetched whole and
+        concurrently, `chunk` at a time.
         """
         out: list[np.ndarray | None] = []
         if one_worker and sis:
@@ -372,108 +494,253 @@ class ValueReader:
                 out = [col.get(si.step) for si in sis]
                 if not any(map(is_, out, repeat(None))):
                     return out  # type: ignore[return-value]
+        local = self._local_root is not None
         if not out:
+            done = self._read_uniform(sis, name, local) if one_worker else None
+            if done is not None:
+                return done  # type: ignore[return-value]
             out = [None] * len(sis)
-        if self._local_root is not None:
-            self._read_named_local(out, sis, name)
-        else:
-            self._read_named_remote(out, sis, name, chunk)
+        plan, rest = self._plan(out, sis, name, local)
+        if plan:
+            self._read_alone(out, plan, name)
+        if rest:
+            if local:
+                read = self.read
+                for i in rest:
+                    out[i] = read(sis[i], sis[i].entries[name])
+            else:
+                self._read_named_remote(out, sis, name, chunk)
         return out  # type: ignore[return-value]
 
-    def _read_named_local(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
-                          name: str) -> None:
-        # Records in our writer's layout from files not read yet are fetched together: their
-        # positions in `out`, StepIndex, index fields (start, length, crc, dtype, shape,
-        # offset) and numpy dtype.
-        idx, sel, flds, dts = self._plan(out, sis, name)
+    def _read_uniform(self, sis: Sequence[StepIndex], name: str,
+                      local: bool) -> list[np.ndarray] | None:
+        """The usual bulk read, with loops in C rather than per record in Python: one worker's
+        files none of which was read yet, every entry in the same layout. None (nothing
+        done) when the case is not that simple; the general path then takes it."""
+        try:
+            entries = [si.entries[name] for si in sis]
+        except KeyError:
+            return None
+        rels = [si.event_rel for si in sis]
+        cache, partial = self._cache, self._partial
+        if any(map(cache.__contains__, rels)) or not partial.isdisjoint(rels):
+            return None
+        sizes = set(map(len, entries))
+        if len(sizes) != 1:
+            return None
+        size = sizes.pop()
+        try:
+            if size == _EVENT_KEYS:
+                starts, lengths = (list(x) for x in zip(*map(_RANGE, entries), strict=True))
+                ours = None
+            elif size == _FAST_KEYS and local:
+                starts, lengths, crcs, dtypes, shapes, offsets = (
+                    list(x) for x in zip(*map(_FAST_FIELDS, entries), strict=True))
+                ours = crcs, dtypes, shapes, offsets
+            else:
+                return None
+        except KeyError:
+            return None
+        if set(map(type, starts)) != {int} or set(map(type, lengths)) != {int} \
+                or min(starts) < 0 or min(lengths) <= 0 or sum(lengths) > _BATCH_BYTES:
+            return None
+        datas = self.storage.read_ranges(rels, starts, lengths)
+        if ours is None:
+            out: list[np.ndarray | None] = view_events(datas, lengths)
+        else:
+            out = self._view_ours(datas, lengths, *ours)
+        failed = [i for i, arr in enumerate(out) if arr is None] if any(
+            map(is_, out, repeat(None))) else []
+        batch = _Batch(name)
+        if failed:
+            bad = set(failed)
+            batch.sis = [si for i, si in enumerate(sis) if i not in bad]
+            added = sum(n for i, n in enumerate(lengths) if i not in bad)
+        else:
+            batch.sis = list(sis)
+            added = sum(lengths)
+        if batch.sis:
+            col = self._columns.get((name, sis[0].worker))
+            if col is None:
+                col = self._columns[(name, sis[0].worker)] = {}
+            if failed:
+                col.update(zip([si.step for si in batch.sis],
+                               [a for a in out if a is not None], strict=True))
+                partial.update([si.event_rel for si in batch.sis])
+            else:
+                col.update(zip([si.step for si in sis], out, strict=True))
+                partial.update(rels)
+            batch.nbytes = added + len(batch.sis) * _ARRAY_OVERHEAD
+            cache[batch] = batch  # type: ignore[index]
+            self.range_reads += len(batch.sis)
+            self.bytes_read += added
+            self._cached_bytes += batch.nbytes
+            if self._cached_bytes > self.cache_bytes:
+                self._evict()
+        for i in failed:  # read alone again through the checks that explain the problem
+            si = sis[i]
+            out[i] = self._read_range(self._state(si), si, entries[i])
+        return out  # type: ignore[return-value]
+
+    @staticmethod
+    def _view_ours(datas: list[bytes], lengths: list[int], crcs: list, dtypes: list,
+                   shapes: list, offsets: list) -> list[np.ndarray | None]:
+        """Records in smdebug-lite's layout: CRC32C checked, raw bytes viewed (None: failed)."""
+        out: list[np.ndarray | None] = []
+        add = out.append
+        ndarray, crc32c, dtypes_get = np.ndarray, _crc, _DTYPES.get
+        last_shape = shape_t = last_dtype = dt = None
+        for data, length, crc, dtype, shape, offset in zip(datas, lengths, crcs, dtypes,
+                                                           shapes, offsets, strict=True):
+            if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
+                add(None)
+                continue
+            try:
+                if shape != last_shape:
+                    shape_t = shape_tuple(shape)
+                    last_shape = shape
+                if dtype != last_dtype:
+                    dt = dtypes_get(dtype)
+                    last_dtype = dtype
+                add(None if dt is None else ndarray(shape_t, dt, data, offset))  # type: ignore[arg-type]
+            except (TypeError, ValueError):
+                add(None)
+        return out
+
+    def _read_alone(self, out: list[np.ndarray | None], plan: list[tuple], name: str) -> None:
         # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
         lo = 0
-        while lo < len(idx):
+        while lo < len(plan):
             hi, size = lo, 0
-            while hi < len(idx) and (size < _BATCH_BYTES or hi == lo):
-                size += flds[hi][1]
+            while hi < len(plan) and (size < _BATCH_BYTES or hi == lo):
+                size += plan[hi][3]
                 hi += 1
-            part = flds[lo:hi]
-            datas = read_many(self._local_root, [si.event_rel for si in sel[lo:hi]],  # type: ignore[arg-type,misc]
-                              [f[0] for f in part], [f[1] for f in part])
-            self._view_records(out, idx[lo:hi], sel[lo:hi], part, dts[lo:hi], datas, name)
+            part = plan[lo:hi] if lo or hi < len(plan) else plan
+            datas = self.storage.read_ranges([p[1].event_rel for p in part],
+                                             [p[2] for p in part], [p[3] for p in part])
+            self._view_records(out, part, datas, name)
             lo = hi
 
-    def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str):
-        """What to read alone. Values already known are filled in, files read before are read
-        whole (a second record wanted from them), other layouts are decoded one by one."""
+    def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str,
+              local: bool) -> tuple[list[tuple], list[int]]:
+        """What to read alone: records of files not read whole yet, in smdebug's layout, or
+        in smdebug-lite's (local only). Each as (position in `out`, StepIndex, start, length,
+        None for smdebug's layout or (crc, numpy dtype, shape, content offset)).
+
+        Values already known are filled in and records of files held in memory decoded; the
+        positions of the rest (files to read whole, layouts decoded one by one) come second.
+        """
         cache_get = self._cache.get
         partial = self._partial
-        read = self.read
-        dtypes_get, fields = _DTYPES.get, _FAST_FIELDS
-        idx: list[int] = []
-        sel: list[StepIndex] = []
-        flds: list[tuple] = []
-        dts: list[np.dtype] = []
+        read, quick = self.read, self._quick
+        dtypes_get, fields, ranges = _DTYPES.get, _FAST_FIELDS, _RANGE
+        plan: list[tuple] = []
+        add = plan.append
+        rest: list[int] = []
         for i, si in enumerate(sis):
             if out[i] is not None:
                 continue
             entry = si.entries.get(name)
             if entry is None:
                 raise NoRawValue(i)
-            fs = cache_get(si.event_rel)  # type: ignore[arg-type]
-            if fs is not None or si.event_rel in partial:
-                arr = fs.arrays.get(name) if fs is not None else None
-                out[i] = arr if arr is not None else read(si, entry)
+            rel = si.event_rel
+            fs = cache_get(rel)  # type: ignore[arg-type]
+            if fs is not None:
+                arr = fs.arrays.get(name)
+                if arr is None and (fs.data is not None or fs.chunks is not None):
+                    arr = quick(fs, name, entry)
+                if arr is not None:
+                    out[i] = arr
+                    continue
+                if fs.data is not None:
+                    out[i] = read(si, entry)
+                    continue
+                # Only parts of the file were read (its reductions): read this record alone.
+            if rel in partial:
+                rest.append(i)  # a second record wanted: the file is read whole
                 continue
-            try:
-                f = fields(entry)
-            except KeyError:
-                f = None
-            dt = dtypes_get(f[3]) if f is not None and len(entry) == _FAST_KEYS else None
-            if dt is None:
-                out[i] = read(si, entry)
+            n = len(entry)
+            if n == _EVENT_KEYS:
+                start, length = ranges(entry)
+                if start.__class__ is int and length.__class__ is int and start >= 0 \
+                        and length > 0:
+                    add((i, si, start, length, None))
+                else:
+                    rest.append(i)  # malformed: explained when read alone
                 continue
-            idx.append(i)
-            sel.append(si)
-            flds.append(f)  # type: ignore[arg-type]
-            dts.append(dt)
-        return idx, sel, flds, dts
+            if n == _FAST_KEYS and local:
+                try:
+                    start, length, crc, dtype, shape, offset = fields(entry)
+                except KeyError:
+                    rest.append(i)
+                    continue
+                dt = dtypes_get(dtype)
+                if dt is not None:
+                    add((i, si, start, length, (crc, dt, shape, offset)))
+                    continue
+            rest.append(i)
+        return plan, rest
 
-    def _view_records(self, out: list[np.ndarray | None], idx: list[int], sel: list[StepIndex],
-                      flds: list[tuple], dts: list[np.dtype], datas: list[bytes],
-                      name: str) -> None:
+    def _view_records(self, out: list[np.ndarray | None], plan: list[tuple],
+                      datas: list[bytes], name: str) -> None:
         """Check each record read alone and view its raw bytes as the array."""
         columns = self._columns
         ndarray, crc32c = np.ndarray, _crc
-        batch = _Batch(name)
-        keep, touch = batch.sis.append, self._partial.add
-        added = 0
         worker = col = last_shape = shape_t = None
-        for i, si, (_, length, crc, _, shape, offset), dt, data in zip(
-                idx, sel, flds, dts, datas, strict=True):
-            if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
-                out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
-                continue
-            if shape is not last_shape:
-                last_shape = shape
-                shape_t = shape_tuple(shape)
-            try:
-                arr = out[i] = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
-            except (TypeError, ValueError):
-                out[i] = self._read_range(self._state(si), si, si.entries[name])  # explains
-                continue
+        added = 0
+        failed: list[tuple] = []
+        # smdebug's layout: the records are walked to their tensor bytes, together.
+        events = [k for k, p in enumerate(plan) if p[4] is None]
+        views: list[np.ndarray | None] = [None] * len(plan)
+        if len(events) == len(plan):
+            views = view_events(datas, [p[3] for p in plan])
+        elif events:
+            for k, arr in zip(events, view_events([datas[k] for k in events],
+                                                  [plan[k][3] for k in events]), strict=True):
+                views[k] = arr
+        for (i, si, _, length, ours), data, arr in zip(plan, datas, views, strict=True):
+            if ours is None:
+                if arr is None:
+                    failed.append((i, si))
+                    continue
+            else:
+                crc, dt, shape, offset = ours
+                if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
+                    failed.append((i, si))
+                    continue
+                if shape != last_shape:
+                    last_shape = shape
+                    shape_t = shape_tuple(shape)
+                try:
+                    arr = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
+                except (TypeError, ValueError):
+                    failed.append((i, si))
+                    continue
+            out[i] = arr
             if si.worker is not worker:
                 worker = si.worker
                 col = columns.get((name, worker))
                 if col is None:
                     col = columns[(name, worker)] = {}
             col[si.step] = arr  # type: ignore[index]
-            keep(si)
-            touch(si.event_rel)
-            added += length + _ARRAY_OVERHEAD
+            added += length
+        batch = _Batch(name)
+        if failed:
+            bad = {id(si) for _, si in failed}
+            batch.sis = [p[1] for p in plan if id(p[1]) not in bad]
+        else:
+            batch.sis = [p[1] for p in plan]
         if batch.sis:
-            batch.nbytes = added
+            self._partial.update([si.event_rel for si in batch.sis])
+            batch.nbytes = added + len(batch.sis) * _ARRAY_OVERHEAD
             self._cache[batch] = batch
             self.range_reads += len(batch.sis)
-            self._cached_bytes += added
+            self.bytes_read += added
+            self._cached_bytes += batch.nbytes
             if self._cached_bytes > self.cache_bytes:
                 self._evict()
+        for i, si in failed:  # read alone again through the checks that explain the problem
+            out[i] = self._read_range(self._state(si), si, si.entries[name])
 
     def _read_named_remote(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
                            name: str, chunk: int) -> None:

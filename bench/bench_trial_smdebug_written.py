@@ -1,0 +1,212 @@
+"""Trial reads on both kinds of trial, local and on S3, against smdebug 1.0.34 in one run.
+
+Two trials of STEPS steps x TENSORS tensors (float32, mixed shapes, TRAIN mode):
+
+  smdebug-written       written by real smdebug 1.0.34's FileWriter in the reference venv
+                        (`smdebug_written_job.py`): per tensor its reductions (mean, max, l2)
+                        and the raw tensor, as a hook with a ReductionConfig writes them
+  smdebug-lite-written  written by smdebug-lite's TrialWriter (raw tensors only)
+
+Each is read from its local directory and from s3:// (moto's server, started here on
+127.0.0.1), by smdebug-lite and by smdebug 1.0.34, each in a fresh process
+(`trial_ops_child.py`):
+
+  load     create_trial(path) + tensor_names()
+  one      one tensor's values over all steps
+  reduce   reduction_value(step, "mean") for every tensor and step
+  all      every value of every tensor
+
+smdebug-lite: best of --repeat runs, each on a fresh trial. smdebug: loading best of
+--ref-repeat runs; the other operations are made of independent calls (smdebug's values() is
+one value() per step), timed in a random order for at most --budget seconds on one fresh trial
+and extrapolated (marked *). Targets: smdebug-lite at least 10x faster than smdebug on smdebug-written trials,
+20x on its own. Wall-clock seconds decide; CPU seconds are printed beside them.
+
+    .venv/bin/python bench/bench_trial_smdebug_written.py            # about 5 minutes
+    .venv/bin/python bench/bench_trial_smdebug_written.py --quick    # about 2.5 minutes
+    .venv/bin/python bench/bench_trial_smdebug_written.py --no-s3    # local only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+os.environ.setdefault("SMDEBUG_LOG_LEVEL", "warning")
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(BENCH))
+
+from bench_trial import build_job  # noqa: E402
+
+OPS = ("load", "one", "reduce", "all")
+LABELS = {
+    "load": "create_trial + tensor_names",
+    "one": "one tensor, all steps",
+    "reduce": "reduction_value, all",
+    "all": "all values, all tensors",
+}
+KINDS = {"smdebug-written": 10.0, "smdebug-lite-written": 20.0}  # target speedups
+CHILD = BENCH / "trial_ops_child.py"
+
+
+def build_smdebug_job(ref: str, path: Path, steps: int, tensors: int) -> None:
+    stamp = path / ".bench_job"
+    spec = f"smdebug {steps}x{tensors}"
+    if stamp.exists() and stamp.read_text() == spec:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([ref, str(BENCH / "smdebug_written_job.py"), str(path), str(steps),
+                           str(tensors)], capture_output=True, text=True, cwd="/tmp", env=env,
+                          timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"smdebug could not write the trial:\n{proc.stderr[-3000:]}")
+    stamp.write_text(spec)
+    print(f"  smdebug 1.0.34 wrote {steps} steps x {tensors} tensors to {path} in "
+          f"{proc.stdout.strip().splitlines()[-1]}s")
+
+
+class MotoS3:
+    """moto's S3 server on 127.0.0.1, and the environment that points a client at it."""
+
+    def __init__(self) -> None:
+        from moto.server import ThreadedMotoServer
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        self.server.start()
+        url = f"http://127.0.0.1:{port}"
+        self.env = {"AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_S3": url,
+                    "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
+        import boto3
+
+        self.client = boto3.client("s3", endpoint_url=url, region_name="us-east-1",
+                                   aws_access_key_id="testing", aws_secret_access_key="testing")
+        self.client.create_bucket(Bucket="bench")
+
+    def upload(self, local: Path, prefix: str) -> str:
+        files = [p for p in local.rglob("*") if p.is_file() and not p.name.startswith(".")]
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(lambda p: self.client.put_object(
+                Bucket="bench", Key=f"{prefix}/{p.relative_to(local).as_posix()}",
+                Body=p.read_bytes()), files))
+        print(f"  uploaded {len(files)} files to s3://bench/{prefix} in "
+              f"{time.perf_counter() - t0:.1f}s")
+        return f"s3://bench/{prefix}"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def run_child(python: str, module: str, path: str, repeat: int, budget: float, mode: str,
+              env_extra: dict[str, str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["SMDEBUG_LOG_LEVEL"] = "warning"
+    if module == "smdebug_lite":
+        env["PYTHONPATH"] = str(REPO)
+    env.update(env_extra)
+    proc = subprocess.run([python, str(CHILD), module, path, ",".join(OPS), str(repeat),
+                           str(budget), mode], capture_output=True, text=True, env=env,
+                          cwd="/tmp", timeout=3600)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT "):])
+    raise RuntimeError(f"{module} on {path} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--tensors", type=int, default=50)
+    ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "smdebug_lite_bench"))
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="runs per operation, smdebug-lite, local")
+    ap.add_argument("--s3-repeat", type=int, default=2,
+                    help="runs per operation, smdebug-lite, S3 (each loads a fresh trial)")
+    ap.add_argument("--ref-repeat", type=int, default=2, help="loads timed for smdebug")
+    ap.add_argument("--budget", type=float, default=4.0,
+                    help="seconds of smdebug calls timed per sampled operation")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer runs and a smaller sampling budget (about 2.5 minutes)")
+    ap.add_argument("--no-s3", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.repeat, args.s3_repeat, args.ref_repeat, args.budget = 2, 1, 1, 1.5
+
+    from refvenv import ref_python
+
+    ref, why = ref_python()
+    if ref is None:
+        sys.exit(f"the smdebug 1.0.34 reference venv is needed: {why}")
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; "
+          f"{args.steps} steps x {args.tensors} tensors; load average "
+          f"{os.getloadavg()[0]:.1f}")
+    work = Path(args.workdir)
+    jobs = {"smdebug-written": work / f"smdw_{args.steps}x{args.tensors}",
+            "smdebug-lite-written": work / f"job_{args.steps}x{args.tensors}"}
+    build_smdebug_job(ref, jobs["smdebug-written"], args.steps, args.tensors)
+    build_job(jobs["smdebug-lite-written"], args.steps, args.tensors)
+
+    s3 = None if args.no_s3 else MotoS3()
+    rows = []
+    try:
+        for kind, job in jobs.items():
+            places = [("local", str(job), {})]
+            if s3 is not None:
+                places.append(("s3", s3.upload(job, job.name), s3.env))
+            for where, path, env in places:
+                t0 = time.perf_counter()
+                repeat = args.repeat if where == "local" else args.s3_repeat
+                ours = run_child(sys.executable, "smdebug_lite", path, repeat, args.budget,
+                                 "best", env)
+                theirs = run_child(ref, "smdebug", path, args.ref_repeat, args.budget, "sample",
+                                   env)
+                print(f"  {kind} / {where}: measured in {time.perf_counter() - t0:.0f}s")
+                rows += [(kind, where, op, ours[op], theirs[op]) for op in OPS]
+    finally:
+        if s3 is not None:
+            s3.stop()
+
+    print(f"\nseconds, wall (cpu); * = smdebug sampled for {args.budget:g}s and extrapolated")
+    print(f"{'trial':21s} {'where':5s} {'operation':28s} {'smdebug-lite':>17s} "
+          f"{'smdebug 1.0.34':>19s} {'speedup':>8s} {'target':>6s}  met")
+    missed = []
+    for kind, where, op, a, b in rows:
+        speed = b["s"] / a["s"]
+        target = KINDS[kind]
+        met = speed >= target
+        if not met:
+            missed.append(f"{kind}/{where}/{op} {speed:.1f}x")
+        star = "*" if b.get("sampled") else " "
+        print(f"{kind:21s} {where:5s} {LABELS[op]:28s} {a['s']:8.4f} ({a['cpu']:6.3f}) "
+              f"{b['s']:9.3f}{star}({b['cpu']:7.3f}) {speed:7.1f}x {target:5.0f}x  "
+              f"{'yes' if met else 'NO'}")
+    print("\nall targets met" if not missed else "\ntargets missed: " + ", ".join(missed))
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        print(f"note: load average {load:.1f} on {os.cpu_count()} CPUs: other processes "
+              "competed for the CPUs during this run")
+
+
+if __name__ == "__main__":
+    main()
