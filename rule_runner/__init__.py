@@ -8,7 +8,8 @@ Exit codes (SageMaker marks the job Completed only for 0):
 
 * 0 - NoIssuesFound
 * 1 - IssuesFound (the rule's condition was met)
-* 2 - Error (bad configuration, unreadable source or trial, or an exception in the rule)
+* 2 - Error (bad configuration, unreadable source or trial, an exception or ``sys.exit()`` in
+  the rule, or no data within the trial timeout)
 * 128 + signal number (143 for SIGTERM, 130 for SIGINT) - Stopped
 """
 

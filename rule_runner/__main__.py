@@ -28,6 +28,13 @@ from rule_runner.params import (
     ConfigError,
     build_config,
 )
+from smdebug_lite.redact import (
+    RedactingStream,
+    redact,
+    redacting_filter,
+    register_from_environment,
+    register_secrets,
+)
 
 WAIT_LOG_ENV = "SM_RULE_WAIT_LOG_S"  # how often to log "waiting for data" (default 30 s)
 
@@ -44,7 +51,7 @@ exit codes: 0 NoIssuesFound, 1 IssuesFound, 2 Error, 128+signal Stopped (143 for
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {redact(text)!r}")
     return key.strip(), value
 
 
@@ -76,7 +83,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--output-dir", metavar="DIR",
                    help="status JSON folder; default <opt-ml>/processing/output/rule")
     p.add_argument("--trial-timeout", type=float, metavar="SECONDS",
-                   help=f"give up when no data appears (env {TRIAL_TIMEOUT_ENV})")
+                   help="longest wait for data that has not appeared: the first data, the "
+                        f"next step, a step the rule waits for (env {TRIAL_TIMEOUT_ENV}; "
+                        "default 3600); then the job ends as Error")
     p.add_argument("--stop-grace", type=float, default=5.0, metavar="SECONDS",
                    help="after SIGTERM, how long to wait for the current step (default 5)")
     p.add_argument("--log-level", default=os.environ.get("SMDEBUG_LOG_LEVEL", "info"),
@@ -90,9 +99,21 @@ def _setup_logging(level: str) -> None:
         handler = logging.StreamHandler(sys.stdout)
         handler.setFormatter(logging.Formatter(
             "[%(asctime)s.%(msecs)03d rule_runner %(levelname)s] %(message)s", "%Y-%m-%d %H:%M:%S"))
+        handler.addFilter(redacting_filter())
         logger.addHandler(handler)
         logger.propagate = False
+    logger.addFilter(redacting_filter())
     logger.setLevel(getattr(logging, level.strip().upper(), logging.INFO))
+
+
+def _scrub_standard_streams() -> None:
+    """Credentials never leave this process: text that bypasses logging (a rule's print(), an
+    uncaught exception in a thread) is scrubbed on its way to stdout/stderr too."""
+    register_from_environment()
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            setattr(sys, name, RedactingStream(stream))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,7 +122,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rule_runner.source import ensure_smdebug_alias
     from rule_runner.status import Outcome
 
+    _scrub_standard_streams()
     args = parse_args(argv)
+    register_secrets(dict(args.params))
     _setup_logging(args.log_level)
     ensure_smdebug_alias()
     log = logging.getLogger("rule_runner")

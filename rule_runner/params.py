@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from smdebug_lite.redact import redact, register_secrets
+
 DEFAULT_OPT_ML = "/opt/ml"
 OPT_ML_ENV = "SM_OPT_ML"
 OUTPUT_DIR_ENV = "SM_RULE_OUTPUT_DIR"
@@ -182,11 +184,12 @@ class RunnerConfig:
         return out
 
     def summary(self) -> dict[str, Any]:
+        """The settings worth logging (locations with any URL credentials removed)."""
         return {
             "rule_to_invoke": self.rule_to_invoke,
-            "source": self.source,
-            "base_trial": self.base_trial,
-            "other_trials": self.other_trials,
+            "source": redact(self.source) if self.source else None,
+            "base_trial": redact(self.base_trial) if self.base_trial else None,
+            "other_trials": [redact(t) for t in self.other_trials],
             "start_step": self.start_step,
             "end_step": self.end_step,
             "opt_ml": str(self.opt_ml),
@@ -212,6 +215,7 @@ def build_config(
     lookup.update(job.environment)
     lookup.update(env)  # consulted only for reserved names and declared parameters
     lookup.update(cli)
+    register_secrets(lookup)  # before anything below can quote a value in a message
     explicit = {k: v for k, v in {**job.environment, **cli}.items() if not is_reserved(k)}
 
     def get(name: str) -> str | None:

@@ -4,6 +4,12 @@
 so `run_job()` runs it on a worker thread and keeps the main thread free for signals: SIGTERM
 sets the stop event that `invoke_rule` watches, and if the worker does not return within the
 grace period the job is reported Stopped anyway.
+
+Every wait is bounded by the trial timeout: `create_trial` and `invoke_rule` raise
+`TrialDataTimeout` themselves, and the main thread reports Error when the worker shows no sign
+of life (a step started or evaluated, a poll while waiting) for the timeout plus a grace
+period, e.g. a rule stuck in a call that never returns. A rule that ends its thread with
+``sys.exit()`` or another BaseException is reported as Error naming the rule and the exit.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any
 from rule_runner.params import RULE_TO_INVOKE, ConfigError, RunnerConfig
 from rule_runner.source import load_builtin_rule, load_user_rule
 from rule_runner.status import Outcome, StatusReport, safe_file_name
+from smdebug_lite.redact import redact_mapping, redact_value
 
 log = logging.getLogger("rule_runner")
 
@@ -31,6 +38,20 @@ _BASE_TRIAL_NAMES = ("base_trial", "trial")
 # A rule job may start long before training writes its first step (data download, setup), so
 # it waits longer than the library's default before declaring that no data will come.
 DEFAULT_TRIAL_TIMEOUT_S = 3600.0
+
+
+def stuck_grace_s(timeout: float) -> float:
+    """Slack beyond the trial timeout before a silent worker is declared stuck: the library's
+    own waits end at the timeout, and a few more seconds cover the calls around them."""
+    return min(60.0, max(10.0, 0.1 * timeout))
+
+
+def describe_exit(exc: BaseException) -> str:
+    """``called sys.exit(3)`` / ``raised KeyboardInterrupt``: how a BaseException left the rule."""
+    if isinstance(exc, SystemExit):
+        return "called sys.exit()" if exc.code is None else f"called sys.exit({exc.code!r})"
+    text = str(exc)
+    return f"raised {type(exc).__name__}" + (f": {text}" if text else "")
 
 
 class RuleConstructionError(ConfigError):
@@ -142,8 +163,41 @@ class RuleJob:
         self.workdir = workdir
         self.phase = "starting"
         self.last_progress = time.monotonic()
+        self.last_sign_of_life = self.last_progress  # progress, a step started, a poll
+        self.step_in_progress: int | None = None
+        self.rule_label = f"rule {cfg.rule_to_invoke or '?'}" + self._source_hint(None)
         self._last_log = 0.0
         self.dirty = False
+
+    @property
+    def timeout_s(self) -> float:
+        return DEFAULT_TRIAL_TIMEOUT_S if self.cfg.trial_timeout is None else self.cfg.trial_timeout
+
+    def set_phase(self, phase: str) -> None:
+        self.phase = phase
+        self.last_sign_of_life = time.monotonic()
+
+    def _source_hint(self, cls: type | None) -> str:
+        """`` (my_rule.py)`` for a custom rule: the file defining it, relative to its package."""
+        if not self.cfg.source:
+            return ""
+        name = Path(self.cfg.source.rstrip("/")).name
+        if cls is not None:
+            try:
+                defined = Path(inspect.getfile(cls)).resolve()
+            except (TypeError, OSError):
+                defined = None
+            if defined is not None:
+                roots = [r for r in (self.workdir / "source", Path(self.cfg.source))
+                         if r.is_dir()]
+                name = defined.name
+                for root in roots:
+                    try:
+                        name = defined.relative_to(root.resolve()).as_posix()
+                        break
+                    except (ValueError, OSError):
+                        continue
+        return f" ({name})"
 
     def _base_trial_location(self) -> str:
         if self.cfg.base_trial:
@@ -167,11 +221,19 @@ class RuleJob:
         log.info("Loading built-in rule %s", name)
         return load_builtin_rule(name)
 
+    def on_step_start(self, step: int) -> None:
+        self.step_in_progress = step
+        self.last_sign_of_life = time.monotonic()
+
+    def on_wait(self, next_step: int, waited_s: float) -> None:
+        self.last_sign_of_life = time.monotonic()
+
     def on_progress(self, steps_evaluated: int, step: int) -> None:
         self.report.steps_evaluated = steps_evaluated
         self.report.current_step = step
+        self.step_in_progress = None
         now = time.monotonic()
-        self.last_progress = now
+        self.last_progress = self.last_sign_of_life = now
         level = logging.INFO if now - self._last_log >= 2.0 or steps_evaluated <= 3 else logging.DEBUG
         if level == logging.INFO:
             self._last_log = now
@@ -179,26 +241,84 @@ class RuleJob:
         self.dirty = True  # the main thread rewrites the status file (one writer, no races)
 
     def run(self) -> Outcome:
+        try:
+            return self._run()
+        except BaseException as e:  # sys.exit(), KeyboardInterrupt and the like from rule code
+            return self.exit_outcome(e)
+
+    def exit_outcome(self, exc: BaseException) -> Outcome:
+        """Error naming the rule, its file and how and where it left (sys.exit, KeyboardInterrupt)."""
+        if self.phase == "evaluating":
+            if self.step_in_progress is not None:
+                where = f" at step {self.step_in_progress}"
+            else:
+                last = self.report.current_step
+                where = (" while waiting for the first step" if last is None
+                         else f" while waiting for the step after {last}")
+        elif self.phase == "loading the rule":
+            where = " while its source was imported"
+        elif self.phase == "creating the rule":
+            where = " in its constructor"
+        else:
+            where = f" while {self.phase}"
+        cause = f"{self.rule_label} {describe_exit(exc)}{where}"
+        log.error("%s; reporting Error", cause[0].upper() + cause[1:])
+        return Outcome.error(cause, exc)
+
+    def timeout_outcome(self, exc: Exception) -> Outcome:
+        """Error for a wait that ran out: which data, which trial, how long."""
+        what = getattr(exc, "what", "data")
+        path = getattr(exc, "path", self.report.base_trial)
+        waited = float(getattr(exc, "waited_s", self.timeout_s))
+        last = self.report.current_step
+        evaluated = "no step evaluated" if last is None else f"last step evaluated: {last}"
+        cause = (f"{self.rule_label} timed out: no {what} appeared under {path} after waiting "
+                 f"{waited:.0f}s ({evaluated}; trial timeout {self.timeout_s:g}s, set with "
+                 "--trial-timeout or SMDEBUG_TRIAL_TIMEOUT). Training may have stopped without "
+                 "closing its hook, or saves steps less often than the timeout.")
+        log.error("%s", cause)
+        return Outcome.error(cause, exc)
+
+    def stuck_outcome(self, silent_s: float) -> Outcome:
+        """Error for a worker that gave no sign of life for longer than any bounded wait."""
+        if self.phase == "evaluating" and self.step_in_progress is not None:
+            doing = f"evaluating step {self.step_in_progress}"
+        else:
+            doing = self.phase
+        trial = self.report.base_trial or self.cfg.base_trial or str(self.cfg.tensors_dir)
+        cause = (f"{self.rule_label} made no progress for {silent_s:.0f}s while {doing} "
+                 f"(base trial {trial}; trial timeout {self.timeout_s:g}s plus "
+                 f"{stuck_grace_s(self.timeout_s):g}s grace); the rule or a read it made never "
+                 "returned")
+        log.error("%s; reporting Error", cause[0].upper() + cause[1:])
+        return Outcome.error(cause)
+
+    def _run(self) -> Outcome:
+        from smdebug_lite.exceptions import TrialDataTimeout
         from smdebug_lite.rules import invoke_rule
 
         rule_name = self.cfg.rule_to_invoke or "rule"
         try:
-            self.phase = "loading the rule"
+            self.set_phase("loading the rule")
             cls = self.load_rule_class()
             rule_name = cls.__name__
+            self.rule_label = f"rule {rule_name}{self._source_hint(cls)}"
             self.report.rule = rule_name
-            self.phase = "opening the trial"
+            self.set_phase("opening the trial")
             base_loc = self._base_trial_location()
             self.report.base_trial = base_loc
             base = _open_trial(base_loc, self.cfg, "base trial")
             others = [_open_trial(loc, self.cfg, f"other trial {i}")
                       for i, loc in enumerate(self.cfg.other_trials)]
             bound = bind_arguments(cls, base, others, self.cfg)
-            log.info("Creating rule %s with parameters %s", rule_name, bound.parameters or "{}")
+            log.info("Creating rule %s with parameters %s", rule_name,
+                     redact_mapping(bound.parameters) if bound.parameters else "{}")
+            self.set_phase("creating the rule")
             try:
                 rule = cls(*bound.args, **bound.kwargs)
             except Exception as e:
-                shown = ", ".join(f"{k}={v!r}" for k, v in sorted(bound.parameters.items()))
+                shown = ", ".join(f"{k}={redact_value(k, v)!r}"
+                              for k, v in sorted(bound.parameters.items()))
                 raise RuleConstructionError(
                     f"cannot create rule {rule_name} with parameters ({shown or 'none'}): "
                     f"{type(e).__name__}: {e}"
@@ -210,14 +330,19 @@ class RuleJob:
             log.exception("Failed while %s", self.phase)
             return Outcome.error(f"failed while {self.phase}: {type(e).__name__}: {e}", e)
 
-        self.phase = "evaluating"
+        self.set_phase("evaluating")
         self.last_progress = time.monotonic()
         start = self.cfg.start_step or 0
         log.info("Evaluating rule %s from step %d to %s", rule_name, start,
                  self.cfg.end_step if self.cfg.end_step is not None else "the end of training")
         try:
+            # An explicit timeout only: without one the trial's applies (opened with the
+            # runner's default), and a rule watching the wait itself keeps its own limit.
             result = invoke_rule(rule, start, self.cfg.end_step, stop_event=self.stop_event,
-                                 on_progress=self.on_progress)
+                                 on_progress=self.on_progress, timeout=self.cfg.trial_timeout,
+                                 on_step_start=self.on_step_start, on_wait=self.on_wait)
+        except TrialDataTimeout as e:
+            return self.timeout_outcome(e)
         except Exception as e:
             step = self.report.current_step
             where = f" (last step evaluated: {step})" if step is not None else ""
@@ -281,9 +406,15 @@ def run_job(cfg: RunnerConfig, *, stop_grace_s: float = 5.0, wait_log_s: float =
             on_started()
         last_wait_log = last_write = time.monotonic()
         deadline: float | None = None
+        stuck: Outcome | None = None
+        silent_limit = job.timeout_s + stuck_grace_s(job.timeout_s)
         while worker.is_alive():
             worker.join(0.2)
             now = time.monotonic()
+            silent = now - job.last_sign_of_life
+            if not signalled and silent > silent_limit and worker.is_alive():
+                stuck = job.stuck_outcome(silent)
+                break
             if signalled and deadline is None:
                 # Only a step in progress is worth waiting for; loading or opening is abandoned.
                 deadline = now + (stop_grace_s if job.phase == "evaluating" else 0.0)
@@ -309,6 +440,8 @@ def run_job(cfg: RunnerConfig, *, stop_grace_s: float = 5.0, wait_log_s: float =
                     log.info("Still %s (%.0fs)", job.phase, now - report.started)
         if signalled and (not box or box[0].status == "Stopped"):
             outcome = Outcome.stopped(signalled[0], report.current_step)
+        elif stuck is not None and not box:
+            outcome = stuck
         elif box:
             outcome = box[0]
         else:  # pragma: no cover - the worker always appends unless interrupted

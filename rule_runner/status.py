@@ -4,6 +4,9 @@ SageMaker derives ``RuleEvaluationStatus`` from the Processing job: exit code 0 
 NoIssuesFound, a failure is IssuesFound or Error, and the first 1,024 bytes of
 ``/opt/ml/output/message`` (and ``failure``) become ``StatusDetails``. The JSON status file
 under the rule output folder is our own convention, so local runs need not guess.
+
+Everything written passes `smdebug_lite.redact.redact` first, so a credential quoted by an
+exception or a parameter never reaches StatusDetails.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rule_runner import EXIT_ERROR, EXIT_ISSUES_FOUND, EXIT_NO_ISSUES, EXIT_STOPPED_BASE
+from smdebug_lite.redact import redact
 
 IN_PROGRESS = "InProgress"
 NO_ISSUES_FOUND = "NoIssuesFound"
@@ -45,11 +49,12 @@ def issues_found_message(rule_class: str, step: int | None) -> str:
 
 
 def error_message(cause: str, exc: BaseException | None = None) -> str:
-    """``ClientError: <cause>`` and the traceback, cut to the size SageMaker keeps."""
+    """``ClientError: <cause>`` and the traceback, credentials removed, cut to the size
+    SageMaker keeps."""
     text = f"ClientError: {cause.strip()}\n"
     if exc is not None:
         text += "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return truncate_utf8(text)
+    return truncate_utf8(redact(text))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -132,12 +137,12 @@ class StatusReport:
             "rule": self.rule,
             "status": outcome.status if outcome else self.status,
             "step": outcome.step if outcome else None,
-            "message": outcome.message if outcome else "",
+            "message": redact(outcome.message) if outcome else "",
             "exit_code": outcome.exit_code if outcome else None,
             "error_type": outcome.error_type if outcome else None,
             "steps_evaluated": self.steps_evaluated,
             "last_step": self.current_step,
-            "base_trial": self.base_trial,
+            "base_trial": redact(self.base_trial) if self.base_trial else self.base_trial,
             "started_at": self.started_at,
             "updated_at": _now(),
             "ended_at": _now() if outcome else None,
@@ -151,10 +156,11 @@ class StatusReport:
     def write_final(self, outcome: Outcome) -> dict[str, Any]:
         """Message files first (what SageMaker reads), then the JSON status."""
         self.status = outcome.status
-        if outcome.message:
-            atomic_write_text(self.message_file, outcome.message)
+        message = truncate_utf8(redact(outcome.message))
+        if message:
+            atomic_write_text(self.message_file, message)
         if outcome.status in (ISSUES_FOUND, ERROR):
-            atomic_write_text(self.failure_file, outcome.message)
+            atomic_write_text(self.failure_file, message)
         doc = self.document(outcome)
         atomic_write_text(self.json_path, json.dumps(doc, indent=2) + "\n")
         return doc

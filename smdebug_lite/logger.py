@@ -1,4 +1,9 @@
-"""Library logging, configured from smdebug's environment variables."""
+"""Library logging, configured from smdebug's environment variables.
+
+Every record passes the credential filter (`smdebug_lite.redact`): it is attached to the
+library's root logger, to each handler the library adds, and to every logger handed out by
+`get_logger` (a logger's own filters do not run for records logged on its children).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,8 @@ import logging
 import os
 import socket
 import sys
+
+from smdebug_lite.redact import redacting_filter, register_from_environment
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -24,7 +31,9 @@ def _configure() -> None:
     if _configured:
         return
     _configured = True
+    register_from_environment()
     root = logging.getLogger(_ROOT)
+    root.addFilter(redacting_filter())
     level = _LEVELS.get(os.environ.get("SMDEBUG_LOG_LEVEL", "info").strip().lower(), logging.INFO)
     root.setLevel(level)
     context = os.environ.get("SMDEBUG_LOG_CONTEXT") or f"{socket.gethostname()}:{os.getpid()}"
@@ -44,6 +53,8 @@ def _configure() -> None:
         fh = logging.FileHandler(os.environ["SMDEBUG_LOG_PATH"])
         fh.setFormatter(fmt)
         root.addHandler(fh)
+    for handler in root.handlers:
+        handler.addFilter(redacting_filter())
     root.propagate = False
 
 
@@ -52,4 +63,6 @@ def get_logger(name: str = _ROOT) -> logging.Logger:
     _configure()
     if name != _ROOT and not name.startswith(_ROOT + "."):
         name = f"{_ROOT}.{name}"
-    return logging.getLogger(name)
+    logger = logging.getLogger(name)
+    logger.addFilter(redacting_filter())  # no-op when already there
+    return logger

@@ -17,7 +17,14 @@ Semantics (smdebug's, with the differences noted):
 * Any other exception from the rule propagates unchanged; the rule runner reports it as status
   Error. `RuleResult.status == "Error"` is only produced by callers that catch it.
 * ``stop_event`` set: returns promptly with status Stopped (checked between steps and while
-  waiting). ``on_progress(steps_evaluated, step)`` is called after each evaluated step.
+  waiting). ``on_progress(steps_evaluated, step)`` is called after each evaluated step,
+  ``on_step_start(step)`` before it, and ``on_wait(next_step, waited_s)`` at each poll while
+  waiting, so a caller can tell a waiting evaluation from a stuck one.
+* Waiting for the next step is bounded (smdebug waited forever): after ``timeout`` seconds
+  without a new step (default: the base trial's timeout, ``create_trial(timeout=...)`` or
+  ``SMDEBUG_TRIAL_TIMEOUT``) `TrialDataTimeout` is raised, naming the trial path, the step
+  waited for and how long. A rule that overrides ``check_while_waiting`` (StalledTrainingRule)
+  watches the wait itself, so only an explicit ``timeout`` cuts its wait short.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from smdebug_lite.exceptions import (
     StepUnavailable,
     TensorUnavailable,
     TensorUnavailableForStep,
+    TrialDataTimeout,
 )
 from smdebug_lite.logger import get_logger
 from smdebug_lite.rules.rule import Rule
@@ -116,6 +124,25 @@ class _StepCursor:
         self.pos = step + 1
 
 
+def _watches_wait(rule: Any) -> bool:
+    """Whether the rule overrides check_while_waiting (and so bounds its own waits)."""
+    method = getattr(type(rule), "check_while_waiting", None)
+    return method is not None and method is not Rule.check_while_waiting
+
+
+def wait_limit(rule: Any, timeout: float | None) -> float | None:
+    """Seconds `invoke_rule` waits for a new step before giving up (None: no limit)."""
+    if timeout is not None:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout={timeout!r} must be a non-negative number of seconds")
+        return float(timeout)
+    if _watches_wait(rule):
+        return None
+    settings = getattr(unwrap(rule.base_trial), "settings", None)
+    limit = getattr(settings, "timeout_s", None)
+    return float(limit) if isinstance(limit, (int, float)) else None
+
+
 def invoke_rule(
     rule_obj: Any,
     start_step: int | None = 0,
@@ -124,17 +151,24 @@ def invoke_rule(
     *,
     stop_event: threading.Event | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    timeout: float | None = None,
+    on_step_start: Callable[[int], None] | None = None,
+    on_wait: Callable[[int, float], None] | None = None,
 ) -> RuleResult:
     """Evaluate `rule_obj` (smdebug's parameter name) step by step; returns a `RuleResult`
-    (see the module docstring)."""
+    (see the module docstring). Raises `TrialDataTimeout` when no new step comes within
+    `timeout` seconds and training has not ended."""
     rule = rule_obj
     name = getattr(rule, "rule_name", type(rule).__name__)
     start = 0 if start_step is None else int(start_step)
     logger.info("Started execution of rule %s at step %d", name, start)
     result = RuleResult(rule_name=name, status=NO_ISSUES_FOUND)
-    cursor = _StepCursor(unwrap(rule.base_trial), start)
+    trial = unwrap(rule.base_trial)
+    cursor = _StepCursor(trial, start)
     interval = poll_interval()
+    limit = wait_limit(rule, timeout)
     fired_while_waiting: list[int] = []
+    wait_started = [time.monotonic()]
 
     def waiting() -> bool:
         """One poll period; True means stop waiting (stop requested or the rule fired)."""
@@ -144,9 +178,16 @@ def invoke_rule(
         if check is not None and check(cursor.pos, result.last_step):
             fired_while_waiting.append(result.last_step if result.last_step is not None else start)
             return True
+        waited = time.monotonic() - wait_started[0]
+        if on_wait is not None:
+            on_wait(cursor.pos, waited)
+        if limit is not None and waited >= limit:
+            raise TrialDataTimeout(str(getattr(trial, "path", trial)), waited,
+                                   _awaited(result.last_step, cursor.pos))
+        pause = interval if limit is None else min(interval, max(0.0, limit - waited))
         if stop_event is not None:
-            return stop_event.wait(interval)
-        time.sleep(interval)
+            return stop_event.wait(pause)
+        time.sleep(pause)
         return False
 
     try:
@@ -156,6 +197,7 @@ def invoke_rule(
                 break
             if end_step is not None and cursor.pos >= end_step:
                 break  # no need to wait for a step that would not be evaluated
+            wait_started[0] = time.monotonic()
             step = cursor.next_step(waiting)
             if fired_while_waiting:
                 rule.fire(fired_while_waiting[0])  # raises RuleEvaluationConditionMet
@@ -168,6 +210,8 @@ def invoke_rule(
             met: RuleEvaluationConditionMet | None = None
             if isinstance(rule, Rule):
                 rule._complete_step = step  # listed by trial.steps(): complete, no wait needed
+            if on_step_start is not None:
+                on_step_start(step)
             try:
                 rule.invoke(step)
             except SKIPPED_EXCEPTIONS as e:
@@ -195,3 +239,10 @@ def invoke_rule(
     logger.info("Ended execution of rule %s at end_step %s (%s)", name, result.last_step,
                 result.status)
     return result
+
+
+def _awaited(last_step: int | None, next_pos: int) -> str:
+    """What a timed-out wait was for, in TrialDataTimeout's words ("No <what> appeared ...")."""
+    if last_step is None:
+        return f"step at or after step {next_pos} (no training_job_end.ts yet)"
+    return f"new step after step {last_step} (no training_job_end.ts yet)"

@@ -104,6 +104,8 @@ class Rule(ABC):
 
         Rules about training progress (StalledTrainingRule) return True here to fire without a
         new step; the condition is then reported at `last_step` (the last step evaluated).
+        A rule overriding this bounds the wait itself: `invoke_rule` then applies only an
+        explicit ``timeout``, not the trial's.
         """
         return False
 
