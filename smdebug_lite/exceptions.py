@@ -230,3 +230,79 @@ class TrialDataTimeout(SMDebugError, TimeoutError):
             "check the path, or raise the timeout (create_trial(..., timeout=...) or env "
             "SMDEBUG_TRIAL_TIMEOUT) if training is still starting"
         )
+
+
+class TrialFileDamaged(IndexReaderException):
+    """A file of a trial that cannot be used as it is (not in smdebug, which raised whatever the
+    parser or a dict lookup raised, or reported the step as not saved).
+
+    An `IndexReaderException`, so code written for smdebug's index reader still catches it.
+    """
+
+    kind = "File"
+
+    def __init__(self, path: str, reason: str, step: int | None = None,
+                 worker: str | None = None) -> None:
+        self.path, self.reason, self.step, self.worker = path, reason, step, worker
+        super().__init__(self._text())
+        self.args = (path, reason, step, worker)
+
+    def _text(self) -> str:
+        where = "" if self.step is None else f" (step {self.step}"
+        if where and self.worker:
+            where += f", {self.worker}"
+        return f"{self.kind} {self.path}{where + ')' if where else ''} is damaged: {self.reason}"
+
+    def __str__(self) -> str:
+        return self._text()
+
+
+class IndexFileCorrupted(TrialFileDamaged):
+    """An index file that is empty, truncated, not JSON, too deep or too large, or whose entries
+    lack keys or hold impossible offsets. Only its step is affected."""
+
+    kind = "Index file"
+
+
+class EventFileMissing(TensorCorrupted):
+    """The event file an index file points to is not there (and can no longer appear)."""
+
+    def __init__(self, path: str, step: int, tname: str, index_path: str = "") -> None:
+        super().__init__(path, step, tname, "the event file is missing")
+        self.index_path = index_path
+        self.args = (path, step, tname, index_path)
+
+    def __str__(self) -> str:
+        listed = f" by {self.index_path}" if self.index_path else " in its index file"
+        return (f"Event file {self.path} of step {self.step} is missing, though it is listed"
+                f"{listed} (reading tensor {self.tname})")
+
+
+class JSONFileRejected(SMDebugValueError):
+    """A JSON file refused before or while parsing: too large, nested too deeply, or invalid."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(path, reason)
+        self.path, self.reason = path, reason
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class TrialStorageError(SMDebugRuntimeError):
+    """Storage refused a trial's reads for good: a missing bucket, denied access, or failures
+    that outlasted the retries. Names the URI, never credentials."""
+
+    def __init__(self, uri: str, reason: str, code: str | None = None) -> None:
+        super().__init__(uri, reason, code)
+        self.uri, self.reason, self.code = uri, reason, code
+
+    def __str__(self) -> str:
+        return f"Cannot read {self.uri}: {self.reason}"
+
+
+class CollectionsFileDamaged(TrialFileDamaged, SMDebugValueError):
+    """A collections file that is not JSON, too large or too deep, or not a collections
+    document. Also an SMDebugValueError, as a bad collections file was before."""
+
+    kind = "Collections file"

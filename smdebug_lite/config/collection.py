@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from smdebug_lite.config.arguments import type_error
 from smdebug_lite.config.reduction_config import ReductionConfig, parse_bool_flag
 from smdebug_lite.config.save_config import SaveConfig, _schedules_changed
 from smdebug_lite.exceptions import SMDebugValueError
@@ -189,9 +190,9 @@ def _regex_list(value: Any, argument: str = "include_regex") -> list[str]:
         items = list(value)
         for item in items:
             if not isinstance(item, str):
-                raise SMDebugValueError(f"{argument}={value!r} contains {item!r}, not a string")
+                raise type_error(argument, value, f"regexes (str); it contains {item!r}")
         return items
-    raise SMDebugValueError(f"{argument}={value!r} must be a regex string or a list of them")
+    raise type_error(argument, value, "a regex string or a list of them")
 
 
 def _compile(regex: str) -> re.Pattern[str]:
@@ -216,7 +217,9 @@ class Collection:
         save_config: Any = None,
         save_histogram: bool | str = True,
     ) -> None:
-        if not isinstance(name, str) or not name:
+        if not isinstance(name, str):
+            raise type_error("name", name, "a collection name (str)")
+        if not name:
             raise SMDebugValueError(f"name={name!r}: a collection name must be a non-empty str")
         self._name = name
         self._include_regex: list[str] = []
@@ -254,11 +257,11 @@ class Collection:
             self._tensor_names: set[str] = set()
             return
         if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
-            raise SMDebugValueError(f"tensor_names={value!r} must be a list or set of names")
+            raise type_error("tensor_names", value, "a list or set of names")
         names = set(value)
         for n in names:
             if not isinstance(n, str):
-                raise SMDebugValueError(f"tensor_names contains {n!r}, which is not a str")
+                raise type_error("tensor_names", value, f"names (str); it contains {n!r}")
         self._tensor_names = names
 
     @property
@@ -272,9 +275,7 @@ class Collection:
         elif isinstance(value, Mapping):
             self._reduction_config = ReductionConfig.from_dict(value)
         else:
-            raise SMDebugValueError(
-                f"reduction_config={value!r} must be a ReductionConfig, a dict or None"
-            )
+            raise type_error("reduction_config", value, "a ReductionConfig, a dict or None")
 
     @property
     def save_config(self) -> SaveConfig | None:

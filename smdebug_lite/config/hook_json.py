@@ -11,19 +11,20 @@ with these deliberate fixes (section 10 items 7-8):
 * ``default_values`` (XGBoost's save_interval=10) also apply to configured collections;
 * bad values fail here, naming the file, the key and the value, instead of deep in a hook.
 
-``S3OutputPath`` is ignored, as in smdebug: the platform uploads ``LocalPath``.
+``S3OutputPath`` is ignored, as in smdebug (the platform uploads ``LocalPath``), but must be a
+path string when present. Files are parsed within size and nesting limits
+(`smdebug_lite.format.bounded_json`).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+from smdebug_lite.config.arguments import check_path, shown_value
 from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.config.reduction_config import (
     ReductionConfig,
@@ -38,7 +39,8 @@ from smdebug_lite.config.save_config import (
     parse_int,
     parse_steps,
 )
-from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.exceptions import JSONFileRejected, SMDebugValueError
+from smdebug_lite.format import bounded_json
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ALLOWED_MODES, ModeKeys
 
@@ -86,7 +88,7 @@ class HookConfigError(SMDebugValueError):
         if key is None:
             message = f"{source}: {expected}"
         else:
-            message = f"{source}: {key}={value!r} is invalid: expected {expected}"
+            message = f"{source}: {key}={shown_value(value)} is invalid: expected {expected}"
         super().__init__(message)
 
 
@@ -150,6 +152,56 @@ class HookSettings:
 
 # -- paths ----------------------------------------------------------------------------------
 
+# Configuration files are a few KB; anything this big is broken, and is not read whole.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
+
+def _read_config_bytes(path: str) -> bytes:
+    """The file's bytes; a file over MAX_CONFIG_BYTES is refused without being read whole."""
+    with open(path, "rb") as f:
+        raw = f.read(MAX_CONFIG_BYTES + 1)
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise HookConfigError(
+            path, expected=f"a file of at most {MAX_CONFIG_BYTES} bytes (it is larger)"
+        )
+    return raw
+
+
+_JSON_SPECIAL = re.compile(rb'["\\\[\]{}:]')
+
+
+def _too_deep_at(raw: bytes, limit: int = bounded_json.MAX_DEPTH) -> str | None:
+    """The key path (``HookParameters.save_interval[][]...``) at which `raw` first nests more
+    than `limit` levels, found in one pass without recursion; None if it never does."""
+    labels: list[str] = []  # one per open array/object: how it is reached from its parent
+    key: str | None = None
+    start = -1  # of the string being read; -1 outside strings
+    escaped = -1
+    last = ""
+    for match in _JSON_SPECIAL.finditer(raw):
+        i, c = match.start(), match.group()
+        if start >= 0:
+            if i == escaped:
+                continue
+            if c == b"\\":
+                escaped = i + 1
+            elif c == b'"':
+                last, start = raw[start + 1 : i].decode("utf-8", "replace"), -1
+        elif c == b'"':
+            start = i
+        elif c == b":":
+            key = last
+        elif c in (b"[", b"{"):
+            labels.append(f".{key}" if key is not None else "[]" if labels else "")
+            key = None
+            if len(labels) > limit:
+                shown = "".join(labels[:7]).lstrip(".")
+                return shown + ("..." if len(labels) > 7 else "")
+        elif c in (b"]", b"}") and labels:
+            labels.pop()
+            key = None
+    return None
+
 
 def config_file_path(path: str | os.PathLike[str] | None = None) -> str:
     """The hook JSON to read: explicit path, else $SMDEBUG_CONFIG_FILE_PATH, else SageMaker's."""
@@ -166,19 +218,32 @@ def read_local_path(path: str) -> str | None:
     """`LocalPath` of one of SageMaker's output config files (TensorBoard, checkpoints: a JSON
     object with `LocalPath` and `S3OutputPath`/`S3Uri`); None when it names none.
     HookConfigError names a file that cannot be read, is not a JSON object, or whose LocalPath
-    is not a string."""
+    is not a usable path."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8") or "{}")
-    except (OSError, json.JSONDecodeError) as exc:
+        raw = _read_config_bytes(path)
+        if not raw.strip():
+            return None
+        data = bounded_json.loads(raw, path, max_bytes=MAX_CONFIG_BYTES)
+    except OSError as exc:
         raise HookConfigError(path, expected=f"a readable JSON object ({exc})") from exc
+    except JSONFileRejected as exc:
+        raise HookConfigError(path, expected=f"a readable JSON object ({exc.reason})") from None
     if not isinstance(data, Mapping):
         raise HookConfigError(path, expected=f"a JSON object, got {type(data).__name__}")
     local = data.get("LocalPath")
     if local is None or local == "":
         return None
-    if not isinstance(local, str):
-        raise HookConfigError(path, "LocalPath", local, "a directory path string")
-    return local
+    return _path_value(path, "LocalPath", local)
+
+
+def _path_value(source: str, key: str, value: Any) -> str:
+    """A directory path or URI from a config file: a non-empty str without NUL characters."""
+    try:
+        return check_path(key, value)  # type: ignore[return-value]
+    except SMDebugValueError:
+        raise HookConfigError(
+            source, key, value, "a directory path string (not empty, no NUL characters)"
+        ) from None
 
 
 def _tensorboard_dir_on_sagemaker() -> str | None:
@@ -234,7 +299,7 @@ class _Ctx:
             try:
                 re.compile(r)
             except re.error as exc:
-                raise self.fail(key, value, f"valid regexes ({r!r}: {exc})") from None
+                raise self.fail(key, value, f"valid regexes ({shown_value(r)}: {exc})") from None
         return regexes
 
     def save_value(self, key: str, field_name: str, value: Any) -> Any:
@@ -355,8 +420,11 @@ def parse_hook_config_dict(
     out_dir = d.get("LocalPath")
     if out_dir is None or out_dir == "":
         out_dir = DEFAULT_OUT_DIR
-    elif not isinstance(out_dir, str):
-        raise HookConfigError(source, "LocalPath", out_dir, "a directory path string")
+    else:
+        out_dir = _path_value(source, "LocalPath", out_dir)
+    s3_output = d.get("S3OutputPath")
+    if s3_output is not None and s3_output != "":
+        _path_value(source, "S3OutputPath", s3_output)  # unused, but a broken file is reported
 
     hook = _Ctx(source, "HookParameters")
     hook_params = _mapping(source, "HookParameters", d.get("HookParameters"))
@@ -384,8 +452,8 @@ def parse_hook_config_dict(
         tensorboard_dir = hook_params.get("tensorboard_dir")
         if tensorboard_dir == "":
             tensorboard_dir = None
-        if tensorboard_dir is not None and not isinstance(tensorboard_dir, str):
-            raise hook.fail("tensorboard_dir", tensorboard_dir, "a directory path string")
+        if tensorboard_dir is not None:
+            tensorboard_dir = _path_value(source, hook.key("tensorboard_dir"), tensorboard_dir)
 
     settings = HookSettings(
         out_dir=out_dir,
@@ -448,21 +516,41 @@ def parse_hook_config(
     path: str | os.PathLike[str] | None = None, default_values: Mapping[str, Any] | None = None
 ) -> HookSettings:
     """Read and parse the hook JSON. A missing file raises FileNotFoundError, which callers
-    take to mean "no debugging configured"."""
+    take to mean "no debugging configured"; any other problem with the file, whatever its
+    content, is a HookConfigError naming it, so that callers have one thing to catch."""
     resolved = config_file_path(path)
-    with open(resolved, "rb") as f:
-        raw = f.read()
     try:
-        text = raw.decode("utf-8-sig")
+        text = _read_config_bytes(resolved).decode("utf-8-sig")
+        document = bounded_json.loads(text, resolved, max_bytes=MAX_CONFIG_BYTES)
     except UnicodeDecodeError as exc:
-        raise HookConfigError(resolved, expected=f"UTF-8 JSON text ({exc.reason})") from exc
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
+        raise HookConfigError(resolved, expected=f"UTF-8 JSON text ({exc.reason})") from None
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
         raise HookConfigError(
-            resolved,
-            expected=f"valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+            resolved, expected=f"a readable file ({type(exc).__name__}: {exc.strerror or exc})"
+        ) from None
+    except JSONFileRejected as exc:
+        deep = _too_deep_at(_read_config_bytes(resolved))
+        if deep is not None:
+            error = HookConfigError(
+                resolved,
+                expected=f"{deep or '<top level>'} nests arrays/objects more than "
+                f"{bounded_json.MAX_DEPTH} levels deep; expected a DebugHookConfig document "
+                "(a few levels deep)",
+            )
+            error.key = deep.split("[")[0].split("...")[0] or None
+            raise error from None
+        raise HookConfigError(resolved, expected=f"a JSON document ({exc.reason})") from None
+    try:
+        settings = parse_hook_config_dict(
+            document, source=resolved, default_values=default_values
+        )
+    except HookConfigError:
+        raise
+    except Exception as exc:  # a shape of document no check foresaw: still the file's fault
+        raise HookConfigError(
+            resolved, expected=f"a DebugHookConfig document ({type(exc).__name__}: {exc})"
         ) from exc
-    settings = parse_hook_config_dict(document, source=resolved, default_values=default_values)
     logger.info(f"Loaded hook configuration from {resolved}")
     return settings

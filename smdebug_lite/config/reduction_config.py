@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from smdebug_lite.config.arguments import ArgumentTypeError, type_error
 from smdebug_lite.exceptions import SMDebugValueError
 
 ALLOWED_REDUCTIONS = ["min", "max", "mean", "std", "variance", "sum", "prod"]
@@ -41,15 +42,16 @@ def parse_bool_flag(value: Any, argument: str) -> bool:
         return bool(value.item())
     if isinstance(value, int) and value in (0, 1):
         return bool(value)
+    message = f"{argument}={value!r} is not a boolean; expected true/false (any case), 1/0 or a bool"
     if isinstance(value, str):
         text = value.strip().lower()
         if text in _TRUE:
             return True
         if text in _FALSE:
             return False
-    raise SMDebugValueError(
-        f"{argument}={value!r} is not a boolean; expected true/false (any case), 1/0 or a bool"
-    )
+    elif not isinstance(value, int):
+        raise ArgumentTypeError(message)
+    raise SMDebugValueError(message)
 
 
 def describe_allowed_reductions() -> str:
@@ -72,11 +74,11 @@ def _split(value: Any, argument: str) -> list[str]:
         out = []
         for item in value:
             if not isinstance(item, str):
-                raise SMDebugValueError(f"{argument}={value!r} contains {item!r}, not a string")
+                raise type_error(argument, value, f"names (str); it contains {item!r}")
             if item.strip():
                 out.append(item.strip())
         return out
-    raise SMDebugValueError(f"{argument}={value!r} must be a list of names or a comma string")
+    raise type_error(argument, value, "a list of names or a comma-separated string")
 
 
 def _dedup(items: Iterable[str]) -> list[str]:
@@ -195,7 +197,7 @@ class ReductionConfig:
         if isinstance(params, ReductionConfig):
             return params
         if not isinstance(params, Mapping):
-            raise SMDebugValueError(f"reduction_config={params!r} must be a dict")
+            raise type_error("reduction_config", params, "a dict")
         for key, value in params.items():
             if key not in REDUCTION_CONFIG_KEYS:
                 raise SMDebugValueError(

@@ -16,6 +16,7 @@ import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from smdebug_lite.config.arguments import type_error
 from smdebug_lite.exceptions import SMDebugValueError
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ALLOWED_MODES, ModeKeys, parse_mode
 
@@ -26,22 +27,28 @@ SAVE_CONFIG_MODE_KEYS = ("save_interval", "save_steps", "start_step", "end_step"
 
 
 def parse_int(value: Any, argument: str) -> int:
-    """Integer from an int, a numpy integer or a decimal string (hook JSON carries strings).
+    """Integer from an int, a numpy integer, a whole float or a decimal string (hook JSON
+    carries strings).
 
-    bools and floats are refused: ``True`` or ``1.5`` as a step is a mistake, not a number.
+    bools and fractional floats are refused: ``True`` or ``1.5`` as a step is a mistake, not a
+    number (smdebug truncated 1.5 to 1). Other types raise ArgumentTypeError.
     """
     if isinstance(value, bool):
-        raise SMDebugValueError(f"{argument}={value!r} must be an integer, not a bool")
+        raise type_error(argument, value, "an integer, not a bool")
     if isinstance(value, str):
         text = value.strip()
         try:
             return int(text, 10)
         except ValueError:
             raise SMDebugValueError(f"{argument}={value!r} must be an integer") from None
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise SMDebugValueError(f"{argument}={value!r} must be a whole number")
+        return int(value)
     try:
         return operator.index(value)
     except TypeError:
-        raise SMDebugValueError(f"{argument}={value!r} must be an integer") from None
+        raise type_error(argument, value, "an integer") from None
 
 
 def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
@@ -53,15 +60,13 @@ def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
     elif isinstance(value, (list, tuple, set, frozenset, range)):
         items = sorted(value) if isinstance(value, (set, frozenset)) else value
     else:
-        raise SMDebugValueError(
-            f"{argument}={value!r} must be a list of integers (or a comma-separated string)"
-        )
+        raise type_error(argument, value, "a list of integers (or a comma-separated string)")
     steps: list[int] = []
     for item in items:
         try:
             step = parse_int(item, argument)
-        except SMDebugValueError:
-            raise SMDebugValueError(
+        except SMDebugValueError as exc:
+            raise type(exc)(
                 f"{argument}={value!r} contains {item!r}, which is not an integer step"
             ) from None
         if step < 0:
@@ -192,7 +197,7 @@ class SaveConfigMode:
             if source is None:
                 continue
             if not isinstance(source, Mapping):
-                raise SMDebugValueError(f"{label}={source!r} must be a dict")
+                raise type_error(label, source, "a dict")
             for key, value in source.items():
                 if key not in SAVE_CONFIG_MODE_KEYS:
                     raise SMDebugValueError(
@@ -245,9 +250,7 @@ def _as_mode_config(
         return value
     if isinstance(value, Mapping):
         return SaveConfigMode.from_dict(value, default_values)
-    raise SMDebugValueError(
-        f"mode_save_configs[{mode.name}]={value!r} must be a SaveConfigMode, a dict or None"
-    )
+    raise type_error(f"mode_save_configs[{mode.name}]", value, "a SaveConfigMode, a dict or None")
 
 
 class SaveConfig:
@@ -284,8 +287,8 @@ class SaveConfig:
             self.mode_save_configs = {m: SaveConfigMode(*generic) for m in ALLOWED_MODES}
             return
         if not isinstance(mode_save_configs, Mapping):
-            raise SMDebugValueError(
-                f"mode_save_configs={mode_save_configs!r} must be a dict of mode -> SaveConfigMode"
+            raise type_error(
+                "mode_save_configs", mode_save_configs, "a dict of mode -> SaveConfigMode"
             )
         given: dict[ModeKeys, SaveConfigMode | None] = {}
         for key, value in mode_save_configs.items():
@@ -375,9 +378,8 @@ class SaveConfig:
             elif isinstance(default, SaveConfigMode) or default is None:
                 source = default
             else:
-                raise SMDebugValueError(
-                    f"default={default!r} must be a SaveConfig, a SaveConfigMode or None"
-                )
+                raise type_error("default_save_config", default,
+                                 "a SaveConfig, a SaveConfigMode or None")
             if source is None:
                 source = fallback.copy() if fallback is not None else SaveConfigMode()
             self.mode_save_configs[mode] = source
@@ -418,7 +420,7 @@ class SaveConfig:
         if isinstance(params, SaveConfig):
             return params
         if not isinstance(params, Mapping):
-            raise SMDebugValueError(f"save_config={params!r} must be a dict")
+            raise type_error("save_config", params, "a dict")
         keys = list(params)
         if keys and all(isinstance(k, str) and k in SAVE_CONFIG_MODE_KEYS for k in keys):
             mode_cfg = SaveConfigMode.from_dict(params, default_values)
@@ -454,9 +456,7 @@ class SaveConfig:
             return cls.from_save_config_mode(obj)
         if isinstance(obj, Mapping):
             return cls.from_dict(obj)
-        raise SMDebugValueError(
-            f"save_config={obj!r} must be a SaveConfig, a SaveConfigMode, a dict or None"
-        )
+        raise type_error("save_config", obj, "a SaveConfig, a SaveConfigMode, a dict or None")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SaveConfig):

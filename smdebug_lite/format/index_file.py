@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from smdebug_lite.exceptions import IndexReaderException
+from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException, JSONFileRejected
+from smdebug_lite.format import bounded_json
 from smdebug_lite.format.locations import parse_index_file_name
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys
 
@@ -76,15 +77,16 @@ class IndexDocument:
 
 
 def parse_index(text: str | bytes, path: str) -> IndexDocument:
-    """Parse an index file; errors name the file and what is wrong with it."""
+    """Parse an index file; errors name the file and what is wrong with it (the JSON is
+    parsed within bounded_json's size and depth bounds)."""
     parsed = parse_index_file_name(path)
     if parsed is None:
         raise IndexReaderException(f"{path}: not an index file name (<step>_<worker>.json expected)")
     step, worker = parsed
     try:
-        doc = json.loads(text)
-    except ValueError as e:
-        raise IndexReaderException(f"{path}: corrupt index file (invalid JSON: {e})") from None
+        doc = bounded_json.loads(text, path)
+    except JSONFileRejected as e:
+        raise IndexFileCorrupted(path, e.reason, step, worker) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("meta"), dict):
         raise IndexReaderException(f"{path}: corrupt index file (no 'meta' object)")
     meta = doc["meta"]

@@ -17,7 +17,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from smdebug_lite.exceptions import IndexReaderException, SMDebugValueError
+from smdebug_lite.exceptions import (
+    IndexFileCorrupted,
+    IndexReaderException,
+    JSONFileRejected,
+    SMDebugValueError,
+)
+from smdebug_lite.format.bounded_json import check_size, slow_loads
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     INDEX_DIR,
@@ -39,7 +45,6 @@ logger = get_logger(__name__)
 RangeSteps = tuple[int | None, int | None]
 Entry = dict[str, Any]  # one tensor_payload item: tensorname, start_idx, length (+ our extras)
 _MODES = {m.name: m for m in ModeKeys}
-_REDUCTION_MARK = REDUCTIONS_PREFIX.encode()
 
 try:  # about twice as fast as the json module on index files, which dominate trial loading
     from orjson import loads as _fast_loads
@@ -47,21 +52,23 @@ except ImportError:  # pragma: no cover - orjson is a dependency; json is the fa
     _fast_loads = json.loads
 
 
-def _loads(text: bytes) -> Any:
-    """Parse JSON; what the fast parser refuses (e.g. NaN) goes to json, which parses it or
-    raises the explanatory ValueError. (orjson reads integers past 64 bits as floats; index
-    files hold offsets, lengths and CRCs, all well below that.)"""
+def _loads(text: bytes, key: str) -> Any:
+    """Parse an index file. orjson refuses more than 1024 levels of nesting without recursing
+    that deep; what it refuses (e.g. NaN) goes to json through `slow_loads`, which first
+    bounds the depth iteratively (json recurses per level) and names the file if it refuses.
+    (orjson reads integers past 64 bits as floats; index files hold offsets, lengths and
+    CRCs, all well below that.)"""
     try:
         return _fast_loads(text)
     except ValueError:
-        return json.loads(text)
+        return slow_loads(text, key)
 
 
 class StepIndex:
     """One index file: what one worker saved at one step, and where in its event file."""
 
     __slots__ = ("step", "worker", "mode", "mode_step", "event_rel", "entries", "reductions",
-                 "shapes", "original_names", "names", "tracked", "_size")
+                 "shapes", "original_names", "names", "tracked", "_size", "key")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int,
                  event_rel: str | None, entries: dict[str, Entry]) -> None:
@@ -77,16 +84,21 @@ class StepIndex:
         self.names: dict[str, Any] | set[str] = entries  # every base tensor name present
         self.tracked = 0  # entries the garbage collector tracks (see _shapes_as_strings)
         self._size = -1
+        self.key = ""  # the index file, relative to the trial
 
     @property
     def size(self) -> int:
-        """Bytes of the event file covered by the index (the whole file for our writers)."""
+        """Bytes of the event file covered by the index (the whole file for our writers).
+        Entries with impossible offsets are left out: reading them explains the problem."""
         if self._size < 0:
-            ends = [e["start_idx"] + e["length"] for e in self.entries.values()]
+            every = list(self.entries.values())
             if self.reductions:
-                ends += [e["start_idx"] + e["length"] for r in self.reductions.values()
-                         for e in r.values()]
-            self._size = max(ends, default=0)
+                every += [e for r in self.reductions.values() for e in r.values()]
+            try:
+                self._size = max([e["start_idx"] + e["length"] for e in every], default=0)
+            except (KeyError, TypeError):
+                self._size = max([e["start_idx"] + e["length"] for e in every
+                                  if entry_problem(e) is None], default=0)
         return self._size
 
     def __repr__(self) -> str:
@@ -126,6 +138,45 @@ def _first_entry_has_shape(text: bytes) -> bool | None:
     return text.find(b'"shape"', i, j if j >= 0 else len(text)) >= 0
 
 
+_HEADER = 12  # a TFRecord's length and its CRC, before the payload
+_MIN_RECORD = 16  # a TFRecord's framing alone: length, its CRC, the payload's CRC
+
+
+def entry_problem(entry: Entry) -> str | None:
+    """What makes an index entry unusable (a missing key, an impossible offset), else None.
+    Checked where a record is explained, not on the fast paths, which test the types they use."""
+    if not isinstance(entry, dict):
+        return f"an entry is a {type(entry).__name__}, not an object"
+    name = entry.get("tensorname")
+    what = f"the entry of tensor {name!r}"
+    for key, least in (("start_idx", 0), ("length", _MIN_RECORD)):
+        if key not in entry:
+            return f"{what} has no {key!r}"
+        v = entry[key]
+        if v.__class__ is not int:
+            return f"{what} has {key}={v!r}; expected an integer"
+        if v < least:
+            return f"{what} has {key}={v}; expected an integer >= {least}"
+    crc = entry.get("crc32c")
+    if crc is not None and (crc.__class__ is not int or not 0 <= crc < 1 << 32):
+        return f"{what} has crc32c={crc!r}; expected a 32-bit unsigned integer"
+    offset = entry.get("content_offset")
+    if offset is not None and (offset.__class__ is not int or not
+                               _HEADER <= offset < entry["length"]):
+        return (f"{what} has content_offset={offset!r}; expected an integer within the record's"
+                f" payload ({_HEADER} to {entry['length'] - 1})")
+    for key in ("dtype", "orig_dtype"):
+        v = entry.get(key)
+        if v is not None and v.__class__ is not str:
+            return f"{what} has {key}={v!r}; expected a dtype name"
+    if "shape" in entry:
+        try:
+            entry_shape(entry)
+        except ValueError as e:
+            return f"{what}: {e}"
+    return None
+
+
 def entry_shape(entry: Entry) -> tuple[int, ...] | None:
     """The shape recorded in an index entry, as a tuple (None when it records none)."""
     shape = entry.get("shape")
@@ -138,14 +189,23 @@ def shape_tuple(shape: object) -> tuple[int, ...]:
     """A shared tuple for a shape given as a tuple, a list or the string form of a list."""
     t = _SHAPES.get(shape) if shape.__class__ is not list else None
     if t is None:
-        parsed = json.loads(shape) if isinstance(shape, str) else shape
-        t = tuple(int(d) for d in parsed)  # type: ignore[union-attr]
+        try:
+            parsed = json.loads(shape) if isinstance(shape, str) else shape
+            t = tuple(_dim(d) for d in parsed)  # type: ignore[union-attr]
+        except (TypeError, ValueError, RecursionError):
+            raise ValueError(f"shape {shape!r} is not a list of integers >= 0") from None
         if len(_SHAPES) > 65536:
             _SHAPES.clear()
         t = _SHAPES.setdefault(t, t)
         if isinstance(shape, str):
             _SHAPES[shape] = t
     return t
+
+
+def _dim(d: object) -> int:
+    if d.__class__ is not int or d < 0:  # type: ignore[operator]
+        raise ValueError
+    return d  # type: ignore[return-value]
 
 
 class _Layout:
@@ -161,7 +221,7 @@ class _Layout:
         raw: list[str] = []
         groups: dict[str, list[tuple[tuple[str, bool], str]]] = {}
         for name in dict.fromkeys(names):
-            if name.startswith(REDUCTIONS_PREFIX):
+            if _name(name).startswith(REDUCTIONS_PREFIX):
                 try:
                     base, red, is_abs = parse_reduction_tensor_name(name)
                 except SMDebugValueError:
@@ -188,10 +248,29 @@ def _layout(names: tuple[str, ...]) -> _Layout:
     return found
 
 
+class _Malformed(ValueError):
+    """An index document whose values make no sense; the message says which."""
+
+
+def _event_rel(value: object, step: int, worker: str) -> str:
+    """meta.event_file_name, which must stay inside the trial (a damaged or hostile index
+    file must not send reads elsewhere); smdebug's default when it is absent."""
+    if not value:
+        return event_file_name(step, worker)
+    if not isinstance(value, str) or value.startswith(("/", "\\")) or ".." in value.split("/") \
+            or "\0" in value:
+        raise _Malformed(f"meta.event_file_name={value!r} is not a path inside the trial")
+    return value
+
+
+def _corrupt(key: str, step: int, worker: str, reason: str) -> IndexFileCorrupted:
+    return IndexFileCorrupted(key, reason, step, worker)
+
+
 def parse_step_index(text: bytes | str, key: str,
                      parsed: tuple[int, str] | None = None) -> StepIndex:
-    """Parse one index file; IndexReaderException names the file and the problem.
-    `parsed`: (step, worker) from the key when the caller already has it."""
+    """Parse one index file. `IndexFileCorrupted` (an IndexReaderException) names the file, its
+    step and the problem. `parsed`: (step, worker) from the key when the caller has it."""
     if parsed is None:
         parsed = parse_index_file_name(key)
     if parsed is None:
@@ -200,23 +279,31 @@ def parse_step_index(text: bytes | str, key: str,
     if isinstance(text, str):
         text = text.encode("utf-8")
     try:
+        check_size(text, key)
         has_shape = _first_entry_has_shape(text)
         compact = _shapes_as_strings(text) if has_shape else None
         doc = None
         if compact is not None:
             try:
-                doc = _loads(compact)
+                doc = _fast_loads(compact)
             except ValueError:  # not quite our layout after all
                 compact = None
         if doc is None:
-            doc = _loads(text)
+            doc = _loads(text, key)
+    except JSONFileRejected as e:
+        raise _corrupt(key, step, worker, e.reason) from None
+    if not text.strip():
+        raise _corrupt(key, step, worker, "the file is empty")
+    try:
         meta = doc["meta"]
-        mode = _MODES[meta.get("mode", "GLOBAL")]
+        mode = _MODES.get(meta.get("mode", "GLOBAL"))
+        if mode is None:
+            raise _Malformed(f"meta.mode={meta.get('mode')!r} is not one of {', '.join(_MODES)}")
         mode_step = int(meta.get("mode_step", step))
         payload = doc.get("tensor_payload") or ()
-        layout = None
         if compact is not None:
             entries = {e["tensorname"]: e for e in payload}
+            layout = _layout(tuple(entries))  # cached per name list; checks the names
         elif has_shape is False:  # smdebug's layout: name, start_idx, length
             layout = _layout(tuple([e["tensorname"] for e in payload]))
             entries = dict(zip(layout.all, payload, strict=True))
@@ -225,39 +312,50 @@ def parse_step_index(text: bytes | str, key: str,
             for e in payload:
                 shape = e.get("shape")
                 if shape is not None:
-                    e["shape"] = shape_tuple(shape)
+                    try:
+                        e["shape"] = shape_tuple(shape)
+                    except ValueError:
+                        pass  # reading this tensor explains it; the others stay readable
                 entries[e["tensorname"]] = e
+            layout = _layout(tuple(entries))
         shape_payload = doc.get("shape_payload") or ()
-    except ValueError as e:
-        raise IndexReaderException(f"{key}: corrupt index file (invalid JSON: {e})") from None
-    except (KeyError, TypeError, AttributeError) as e:
-        raise IndexReaderException(
-            f"{key}: corrupt index file (missing or malformed {type(e).__name__}: {e})") from None
-    event_rel = None
-    if entries:
-        event_rel = meta.get("event_file_name") or event_file_name(step, worker)
+        event_rel = _event_rel(meta.get("event_file_name"), step, worker) if entries else None
+    except KeyError as e:
+        raise _corrupt(key, step, worker, f"the key {e} is missing") from None
+    except _Malformed as e:
+        raise _corrupt(key, step, worker, str(e)) from None
+    except (ValueError, TypeError, AttributeError) as e:
+        raise _corrupt(key, step, worker, f"not an index document ({type(e).__name__}: {e})"
+                       ) from None
     si = StepIndex(step, worker, mode, mode_step, event_rel, entries)
+    si.key = key
     if compact is None and payload and payload[0].get("shape") is not None:
         si.tracked = len(entries)
-    if layout is None and _REDUCTION_MARK in text:
-        layout = _layout(tuple(entries))
-    if layout is not None and layout.groups:
+    if layout.groups:
         every = entries
         si.entries = si.names = entries = {n: every[n] for n in layout.raw}
         si.reductions = {base: {k: every[n] for k, n in group} for base, group in layout.groups}
     if shape_payload:
         try:
-            si.shapes = {e["tensorname"]: tuple(int(d) for d in e["shape"]) for e in shape_payload}
-            originals = {e["tensorname"]: e["originalname"] for e in shape_payload
+            si.shapes = {_name(e["tensorname"]): tuple(int(d) for d in e["shape"])
+                         for e in shape_payload}
+            originals = {e["tensorname"]: _name(e["originalname"]) for e in shape_payload
                          if e.get("originalname", e["tensorname"]) != e["tensorname"]}
         except (KeyError, TypeError, ValueError) as e:
-            raise IndexReaderException(f"{key}: corrupt shape entry ({type(e).__name__}: {e})") from None
+            raise _corrupt(key, step, worker,
+                           f"malformed shape_payload entry ({type(e).__name__}: {e})") from None
         si.original_names = originals or None
     if si.shapes:
         si.names = set(entries).union(si.reductions or (), si.shapes)
     elif si.reductions:
-        si.names = layout.names  # type: ignore[union-attr]
+        si.names = layout.names
     return si
+
+
+def _name(value: object) -> str:
+    if value.__class__ is not str:
+        raise TypeError(f"tensor name {value!r} is not a string")
+    return value  # type: ignore[return-value]
 
 
 def step_in_range(range_steps: RangeSteps | None, step: int) -> bool:
@@ -322,6 +420,8 @@ class IndexReader:
         self._seen: set[str] = set()
         self.files_read = 0
         self.bad_files: dict[str, str] = {}  # key -> why it was skipped
+        # Index files found damaged since the trial last took them (`take_damaged`).
+        self._damaged: list[IndexFileCorrupted] = []
 
     def poll(self) -> list[StepIndex]:
         """Index files not read before, in key order (i.e. step order)."""
@@ -353,10 +453,19 @@ class IndexReader:
                 try:
                     docs.append(parse_step_index(text, key, names[key]))
                 except IndexReaderException as e:
-                    self.bad_files[key] = str(e)
-                    logger.error("Skipping unreadable index file %s: %s", self.storage.uri(key), e)
+                    step, worker = names[key]
+                    reason = e.reason if isinstance(e, IndexFileCorrupted) else e.message
+                    damage = IndexFileCorrupted(self.storage.uri(key), reason, step, worker)
+                    self.bad_files[key] = str(damage)
+                    self._damaged.append(damage)
+                    logger.error("Skipping step %d of %s: %s", step, worker, damage)
         self.files_read += len(docs)
         return docs
+
+    def take_damaged(self) -> list[IndexFileCorrupted]:
+        """Index files found damaged since the last call (each is reported once)."""
+        found, self._damaged = self._damaged, []
+        return found
 
     def _read_or_none(self, key: str) -> bytes | None:
         try:

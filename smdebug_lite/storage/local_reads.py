@@ -35,9 +35,15 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool)
 
 
+# pread allocates the length asked for before reading: a length beyond this is first cut to
+# what the file holds (an index entry may claim any length).
+_CHECKED_LENGTH = 1 << 20
+
+
 def _read_all(fd: int, start: int, length: int | None) -> bytes:
-    if length is None:
-        length = os.fstat(fd).st_size - start
+    if length is None or length > _CHECKED_LENGTH:
+        left = max(0, os.fstat(fd).st_size - start)
+        length = left if length is None else min(length, left)
     data = os.pread(fd, length, start)
     while len(data) < length:  # large reads may come in pieces
         more = os.pread(fd, length - len(data), start + len(data))
@@ -64,8 +70,8 @@ def _read_span(root_fd: int, rels: Sequence[str], starts: Sequence[int],
     for rel, start, length in zip(rels[lo:hi], starts[lo:hi], lengths[lo:hi], strict=True):
         fd = os_open(rel, rdonly, dir_fd=root_fd)
         try:
-            if length is None:
-                data = _read_all(fd, start, None)
+            if length is None or length > _CHECKED_LENGTH:
+                data = _read_all(fd, start, length)
             else:
                 data = pread(fd, length, start)
                 if len(data) < length:

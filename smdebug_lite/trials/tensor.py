@@ -25,6 +25,7 @@ from smdebug_lite.exceptions import (
 from smdebug_lite.index import StepIndex, entry_shape, gc_paused
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys, parse_mode
 from smdebug_lite.reductions import check_reduction_name, compute_reduction
+from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step, check_worker
 from smdebug_lite.trials.value_reader import NoRawValue
 
 if TYPE_CHECKING:
@@ -94,6 +95,8 @@ class Tensor:
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
         """The saved steps up to and including `step`; only the last `n` when n is given."""
+        step = check_step(step)
+        n = check_optional_step(n, "n")
         steps = self.steps(mode=mode)
         prev = steps[: bisect.bisect_right(steps, step)]
         return prev[-n:] if n else prev
@@ -124,8 +127,12 @@ class Tensor:
         return (held, gs) if held else None
 
     def _missing_step(self, step: int, mode: ModeKeys) -> Exception:
-        """The exception for a step this tensor has nothing for, after a refresh."""
+        """The exception for a step this tensor has nothing for, after a refresh: the damage of
+        an index file that may hold it, else why it is not there."""
         trial = self.trial
+        damage = trial._damage_at(step, mode)
+        if damage is not None:
+            return damage
         state = trial.has_passed_step(step, mode)
         if state is StepState.AVAILABLE:
             return TensorUnavailableForStep(self.name, step, mode)
@@ -160,8 +167,11 @@ class Tensor:
                 si = trial._docs.get(gs, {}).get(worker)
                 if si is not None and self.name in si.names:
                     return si
-                if not trial._step_complete(gs):
-                    raise StepNotYetAvailable(step, mode)
+            damage = trial._damage_at(gs, GLOBAL, worker)
+            if damage is not None:
+                raise damage
+            if not trial._step_complete(gs):
+                raise StepNotYetAvailable(step, mode)
             raise TensorUnavailableForStep(self.name, step, mode)
         if len(held) == 1 and trial.num_workers <= 1:
             return next(iter(held.values()))
@@ -203,6 +213,10 @@ class Tensor:
     def value(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
         """The saved array at a step (a mode step when mode is given)."""
         mode = as_mode(mode)
+        if step_num.__class__ is not int:
+            step_num = check_step(step_num, "step_num")
+        if worker is not None:
+            worker = check_worker(worker)
         si = self._step_index(step_num, mode, worker)
         entry = si.entries.get(self.name)
         if entry is None:
@@ -212,6 +226,7 @@ class Tensor:
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         """{step: array} over the complete steps of `mode`, read in bulk."""
         mode = as_mode(mode)
+        worker = check_worker(worker)
         trial = self.trial
         trial.maybe_refresh()
         steps, gsteps = trial._select_steps(self._global_steps(), mode, False)
@@ -237,6 +252,8 @@ class Tensor:
     def shape(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> tuple[int, ...]:
         """The saved shape, else the raw value's shape (from the index when it records it)."""
         mode = as_mode(mode)
+        step_num = check_step(step_num, "step_num")
+        worker = check_worker(worker)
         return self._shape_of(self._step_index(step_num, mode, worker), step_num, mode)
 
     def _shape_of(self, si: StepIndex, step: int, mode: ModeKeys) -> tuple[int, ...]:
@@ -247,7 +264,10 @@ class Tensor:
         entry = si.entries.get(self.name)
         if entry is None:
             raise ShapeUnavailableForStep(self.name, step, mode)
-        shape = entry_shape(entry)
+        try:
+            shape = entry_shape(entry)
+        except ValueError:
+            shape = None  # reading the value explains the damaged entry
         if shape is not None and entry.get("content_offset") is not None:
             return shape
         return tuple(self.trial._read(si, entry, self.name, step, mode).shape)
@@ -255,6 +275,7 @@ class Tensor:
     def shapes(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
         """{step: shape} over the complete steps of `mode` (documented by smdebug, missing there)."""
         mode = as_mode(mode)
+        worker = check_worker(worker)
         self.trial.maybe_refresh()
         steps = self.trial._select_steps(self._global_steps(), mode, False)[0]
         return {s: self._shape_of(self._step_index(s, mode, worker), s, mode) for s in steps}
@@ -262,24 +283,33 @@ class Tensor:
     def dtype(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> str:
         """The dtype the value was saved with (e.g. 'bfloat16' even though it reads as float32)."""
         mode = as_mode(mode)
-        si = self._step_index(step_num, mode, worker)
+        step_num = check_step(step_num, "step_num")
+        si = self._step_index(step_num, mode, check_worker(worker))
         entry = si.entries.get(self.name)
         if entry is None:
             raise self._no_value(si, step_num, mode)
-        if entry.get("orig_dtype"):
-            return entry["orig_dtype"]
+        orig = entry.get("orig_dtype")
+        if orig and orig.__class__ is str:
+            return orig
         if entry.get("dtype") is not None and entry.get("content_offset") is not None:
-            return np.dtype(entry["dtype"]).name
+            try:
+                return np.dtype(entry["dtype"]).name
+            except (TypeError, ValueError):
+                pass  # reading the value explains the damaged entry
         return self.trial._read(si, entry, self.name, step_num, mode).dtype.name
 
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved anything of this tensor at the step."""
         mode = as_mode(mode)
+        step_num = check_step(step_num, "step_num")
         found = self._holders(step_num, mode)
         if found is None:
             self.trial.maybe_refresh(force=True)
             found = self._holders(step_num, mode)
             if found is None:
+                damage = self.trial._damage_at(step_num, mode)
+                if damage is not None:
+                    raise damage
                 raise TensorUnavailableForStep(self.name, step_num, mode)
         return sorted(found[0])
 
@@ -289,6 +319,12 @@ class Tensor:
                         worker: str | None = None, abs: bool = False) -> np.ndarray:
         """A saved reduction, else one computed from the raw value the way hooks compute them."""
         mode = as_mode(mode)
+        if step_num.__class__ is not int:
+            step_num = check_step(step_num, "step_num")
+        if reduction_name.__class__ is not str:
+            check_name(reduction_name, "reduction_name", "e.g. 'mean', 'l2'")
+        if worker is not None:
+            worker = check_worker(worker)
         si = self._step_index(step_num, mode, worker)
         name = self.name
         if si.reductions is not None:
@@ -308,7 +344,8 @@ class Tensor:
                          worker: str | None = None) -> dict[tuple[str, bool], np.ndarray]:
         """{(reduction, abs): value} of the reductions that were saved (none are computed)."""
         mode = as_mode(mode)
-        si = self._step_index(step_num, mode, worker)
+        step_num = check_step(step_num, "step_num")
+        si = self._step_index(step_num, mode, check_worker(worker))
         saved = si.reductions.get(self.name) if si.reductions else None
         if not saved:
             return {}

@@ -25,15 +25,19 @@ import numpy as np
 from smdebug_lite.analysis.utils import _tensor_name_sorter, refresh
 from smdebug_lite.config import Collection, CollectionKeys, CollectionManager
 from smdebug_lite.exceptions import (
+    CollectionsFileDamaged,
+    EventFileMissing,
+    IndexFileCorrupted,
+    JSONFileRejected,
     MissingCollectionFiles,
     NoMoreData,
     SMDebugTypeError,
     SMDebugValueError,
     StepUnavailable,
     TensorUnavailable,
-    TensorUnavailableForStep,
     TrialDataTimeout,
 )
+from smdebug_lite.format import bounded_json
 from smdebug_lite.format.locations import END_OF_JOB_FILE, parse_collections_file_name
 from smdebug_lite.index import (
     Entry,
@@ -46,6 +50,7 @@ from smdebug_lite.index import (
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import Storage
+from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step
 from smdebug_lite.trials.settings import TrialSettings
 from smdebug_lite.trials.tensor import StepState, Tensor, as_mode
 from smdebug_lite.trials.value_reader import NoRawValue, ValueReader
@@ -97,6 +102,8 @@ class Trial:
         self.path = storage.root
         self.range_steps = check_range_steps(range_steps)
         self.settings = TrialSettings.from_env(storage.is_local, timeout)
+        if hasattr(storage, "retry_budget_s"):  # S3: retrying a request is a wait too
+            storage.retry_budget_s = self.settings.timeout_s
         # Accepted for smdebug compatibility; values are always cached by file here.
         self.parallel, self.check, self.index_mode, self.cache = parallel, check, index_mode, cache
         self.dynamic_refresh = True
@@ -114,6 +121,9 @@ class Trial:
         self._doc_log: list[StepIndex] = []  # every index file, in the order it was added
         self._tensors_for_mode: dict[ModeKeys, set[str]] = {}
         self._last_step_of_worker: dict[str, int] = {}
+        # global step -> worker -> why its index file could not be read (the step's other
+        # workers, and every other step, stay readable)
+        self._damaged: dict[int, dict[str, IndexFileCorrupted]] = {}
         self._index_workers: set[str] = set()
         self._last_refresh = 0.0
         self._max_step = -1
@@ -153,6 +163,26 @@ class Trial:
         if waited >= self.settings.timeout_s:
             raise TrialDataTimeout(self.path, waited, what)
 
+    def _pause(self, started: float) -> None:
+        """One poll interval, cut short at the trial's timeout."""
+        left = self.settings.timeout_s - (time.monotonic() - started)
+        time.sleep(max(0.0, min(self.settings.poll_interval_s, left)))
+
+    def _read_collections(self, key: str) -> CollectionManager:
+        """A collections file, parsed within bounded_json's limits; CollectionsFileDamaged
+        names it when it is not a collections document."""
+        uri = self.storage.uri(key)
+        try:
+            params = bounded_json.loads(self.storage.read(key), uri)
+            return CollectionManager.from_dict(params, source=uri)
+        except JSONFileRejected as e:
+            raise CollectionsFileDamaged(uri, e.reason) from None
+        except (SMDebugValueError, TypeError, KeyError, AttributeError) as e:
+            reason = str(e)
+            if reason.startswith(uri + ": "):
+                reason = reason[len(uri) + 2:]
+            raise CollectionsFileDamaged(uri, reason) from None
+
     def _load_collections(self) -> None:
         """Wait (bounded) for the collections files: the first gives num_workers, then one per
         worker is expected."""
@@ -170,12 +200,9 @@ class Trial:
             if time.monotonic() - started < self.settings.poll_interval_s * 1.5:
                 logger.info("Waiting for the training job to write collection files under %s "
                             "(timeout %.0fs)", self.path, self.settings.timeout_s)
-            time.sleep(self.settings.poll_interval_s)
+            self._pause(started)
             files = self._index.collection_files()
-        first = files[0]
-        self.collection_manager = CollectionManager.load_from_string(
-            self.storage.read(first), source=self.storage.uri(first)
-        )
+        self.collection_manager = self._read_collections(files[0])
         self.num_workers = self.collection_manager.num_workers
         while len(files) < self.num_workers:
             if self.storage.exists(END_OF_JOB_FILE):
@@ -187,7 +214,7 @@ class Trial:
                     )
                 break
             self._deadline_passed(started, f"collection files of all {self.num_workers} workers")
-            time.sleep(self.settings.poll_interval_s)
+            self._pause(started)
             files = self._index.collection_files()
         self.worker_set = {w for w in map(parse_collections_file_name, files) if w is not None}
 
@@ -215,18 +242,18 @@ class Trial:
         ended = self.storage.exists(END_OF_JOB_FILE)
         now = time.monotonic()
         with bulk_load() as bulk:
-            docs = self._index.poll()
+            docs = self._poll()
             bulk.entries = sum(si.tracked for si in docs)
             if self._ingest(docs):
                 self._last_new_data = now
         if ended:
             if self._end_seen_at is None:
                 self._end_seen_at = now
-                if self.settings.end_delay_refresh_s > 0:
-                    logger.info("Training has ended; refreshing once more in %.1fs",
-                                self.settings.end_delay_refresh_s)
-                    time.sleep(self.settings.end_delay_refresh_s)
-                    self._ingest(self._index.poll())
+                delay = min(self.settings.end_delay_refresh_s, self.settings.timeout_s)
+                if delay > 0:
+                    logger.info("Training has ended; refreshing once more in %.1fs", delay)
+                    time.sleep(delay)
+                    self._ingest(self._poll())
             # Every worker writes the marker when it finishes, so with several workers it can
             # appear while others still write. Wait (bounded) for incomplete steps to fill in.
             quiet = now - max(self._end_seen_at, self._last_new_data)
@@ -236,6 +263,56 @@ class Trial:
                     self.last_complete_step = self._max_step
                 logger.debug("Loaded all steps of trial %s", self.name)
         self._last_refresh = time.monotonic()
+
+    def _poll(self) -> list[StepIndex]:
+        docs = self._index.poll()
+        for damage in self._index.take_damaged():
+            self._add_damage(damage)
+        return docs
+
+    def _add_damage(self, damage: IndexFileCorrupted) -> None:
+        """A worker's index file of a step that could not be read: the worker did write the
+        step, so it counts towards the step's completeness, and asking for the step raises
+        `damage` instead of saying it was not saved."""
+        step, worker = damage.step, damage.worker
+        assert step is not None and worker is not None
+        self._damaged.setdefault(step, {})[worker] = damage
+        self._index_workers.add(worker)
+        if step > self._last_step_of_worker.get(worker, -1):
+            self._last_step_of_worker[worker] = step
+        written = len(self._docs.get(step, ())) + len(self._damaged[step])
+        if written >= self.num_workers and step > self.last_complete_step:
+            self.last_complete_step = step
+
+    def _damage_at(self, step: int, mode: ModeKeys | None,
+                   worker: str | None = None) -> IndexFileCorrupted | None:
+        """The damaged index file that may hold `step` of `mode` (of `worker` if given).
+
+        A damaged file's mode is unknown: a mode step is matched to the damaged global steps
+        between the global steps of the mode's neighbouring known steps."""
+        damaged = self._damaged
+        if not damaged or mode is None:
+            return None
+        if mode is GLOBAL:
+            candidates = [step] if step in damaged else []
+        else:
+            m2g = self._mode_to_global.get(mode, {})
+            if step in m2g:
+                candidates = [m2g[step]]
+            else:
+                lower = [g for ms, g in m2g.items() if ms < step]
+                upper = [g for ms, g in m2g.items() if ms > step]
+                lo = max(lower, default=-1)
+                hi = min(upper, default=float("inf"))
+                candidates = sorted(g for g in damaged if lo < g < hi)
+        for g in candidates:
+            by_worker = damaged.get(g)
+            if by_worker:
+                if worker is None:
+                    return by_worker[min(by_worker)]
+                if worker in by_worker:
+                    return by_worker[worker]
+        return None
 
     def _ingest(self, docs: list[StepIndex]) -> bool:
         if not docs:
@@ -279,7 +356,8 @@ class Trial:
         if step > self._last_step_of_worker.get(worker, -1):
             self._last_step_of_worker[worker] = step
         self._index_workers.add(worker)
-        if len(by_worker) >= self.num_workers and step > self.last_complete_step:
+        if step > self.last_complete_step and len(by_worker) + len(
+                self._damaged.get(step, ()) if self._damaged else ()) >= self.num_workers:
             self.last_complete_step = step
 
     def _advance_token(self) -> None:
@@ -303,7 +381,7 @@ class Trial:
         return (
             self.loaded_all_steps
             or gs <= self.last_complete_step
-            or len(self._docs.get(gs, ())) >= self.num_workers
+            or len(self._docs.get(gs, ())) + len(self._damaged.get(gs, ())) >= self.num_workers
         )
 
     def _select_steps(self, global_steps: Iterable[int], mode: ModeKeys,
@@ -326,9 +404,10 @@ class Trial:
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
     def _read(self, si: StepIndex, entry: Entry, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
-        """One value; waits (bounded) for an event file the index points to but which is not
-        there yet, unless it can never come."""
+        """One value; waits (bounded by the retry limit and the trial's timeout) for an event
+        file the index points to but which is not there yet, unless it can never come."""
         attempts = 0
+        started = time.monotonic()
         while True:
             try:
                 return self._values.read(si, entry)
@@ -341,10 +420,13 @@ class Trial:
                     or self._training_ended()
                 )
                 if gone:
-                    logger.warning("Event file %s listed in the index is missing", uri)
-                    raise TensorUnavailableForStep(tname, step, mode) from None
+                    raise EventFileMissing(uri, si.step, tname,
+                                           self.storage.uri(si.key) if si.key else "") from None
+                self._deadline_passed(
+                    started, f"event file {si.event_rel} of step {si.step} (listed in "
+                    f"{si.key or 'its index file'}; needed for tensor {tname})")
                 logger.debug("Event file %s not there yet; retrying", uri)
-                time.sleep(self.settings.poll_interval_s)
+                self._pause(started)
 
     def _read_named(self, sis: list[StepIndex], tname: str, steps: list[int],
                     mode: ModeKeys, one_worker: bool = False) -> list[np.ndarray]:
@@ -367,8 +449,9 @@ class Trial:
     # -- public API: tensors ---------------------------------------------------------------
 
     def tensor(self, tname: str) -> Tensor:
-        t = self._tensors.get(tname)
+        t = self._tensors.get(tname) if tname.__class__ is str else None
         if t is None:
+            check_name(tname, "tname", "a tensor name, see trial.tensor_names()")
             self.maybe_refresh(tname, force=True)
             t = self._tensors.get(tname)
             if t is None:
@@ -376,6 +459,7 @@ class Trial:
         return t
 
     def has_tensor(self, tname: str) -> bool:
+        check_name(tname, "tname", "a tensor name, see trial.tensor_names()")
         if tname not in self._tensors:
             self.maybe_refresh(tname, force=True)
         return tname in self._tensors
@@ -412,6 +496,7 @@ class Trial:
         if regex is not None and collection is not None:
             raise ValueError("Only one of `regex` or `collection` can be passed to this method")
         mode = as_mode(mode)
+        step = check_optional_step(step)
         self.maybe_refresh()
         if step is None:
             names: Iterable[str] = (
@@ -425,6 +510,9 @@ class Trial:
             names = set()
             for si in self._docs.get(gs, {}).values() if gs is not None else ():
                 names.update(si.names)
+            damage = self._damage_at(step, mode)
+            if damage is not None:  # the answer would be missing the damaged file's names
+                raise damage
         if regex is not None:
             selected = self._tensors_matching_regex(regex, names)
             if not selected:
@@ -446,14 +534,17 @@ class Trial:
         return [self.tensor(n).value(step, mode=mode) for n in sorted(names, key=_tensor_name_sorter)]
 
     def inputs(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        step = check_step(step)
         names = self.tensor_names(step=step, mode=mode, collection=CollectionKeys.INPUTS)
         return self._values_by_names(names, step, as_mode(mode))
 
     def labels(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        step = check_step(step)
         return self._values_by_names(self.tensor_names(step=step, mode=mode, regex="labels*"),
                                      step, as_mode(mode))
 
     def predictions(self, step: int, mode: ModeKeys = GLOBAL) -> list[np.ndarray]:
+        step = check_step(step)
         return self._values_by_names(self.tensor_names(step=step, mode=mode, regex="predictions*"),
                                      step, as_mode(mode))
 
@@ -480,6 +571,7 @@ class Trial:
 
     def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
         mode = as_mode(mode)
+        mode_step = check_step(mode_step, "mode_step")
         s = self._global_step_currently(mode, mode_step)
         if s is None:
             self.maybe_refresh(force=True)
@@ -487,6 +579,8 @@ class Trial:
         return s
 
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
+        if global_step.__class__ is not int:
+            global_step = check_step(global_step, "global_step")
         x = self._global_to_mode.get(global_step)
         if x is None:
             self.maybe_refresh(force=True)
@@ -516,6 +610,7 @@ class Trial:
         """AVAILABLE (saved and complete), NOT_YET_AVAILABLE (may still come or complete) or
         UNAVAILABLE (never saved, and never will be)."""
         mode = as_mode(mode)
+        step = check_step(step)
         self.maybe_refresh()
         all_steps, gsteps = self._select_steps(self._global_to_mode, mode, True)
         i = bisect.bisect_left(all_steps, step)
@@ -532,17 +627,28 @@ class Trial:
     def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = GLOBAL,
                        timeout: float | None = None) -> None:
         """Return once every step is available; StepUnavailable / NoMoreData when one never
-        will be, TrialDataTimeout after `timeout` (default: the trial's) seconds."""
+        will be, TrialDataTimeout after `timeout` (default: the trial's) seconds; a step whose
+        index file is damaged raises its IndexFileCorrupted."""
         mode = as_mode(mode)
+        if isinstance(required_steps, (str, bytes)) or not isinstance(required_steps, Iterable):
+            raise SMDebugTypeError(
+                f"required_steps={required_steps!r} must be an iterable of step numbers")
+        steps = [check_step(s, "required_steps item") for s in required_steps]
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(
+                timeout, (int, float)) or timeout < 0):
+            raise SMDebugValueError(f"timeout={timeout!r} must be a non-negative number of seconds")
         limit = self.settings.timeout_s if timeout is None else float(timeout)
         started = time.monotonic()
         with refresh(self):
-            for step in required_steps:
+            for step in steps:
                 while True:
                     self.maybe_refresh(force=True)
                     state = self.has_passed_step(step, mode)
                     if state is StepState.AVAILABLE:
                         break
+                    damage = self._damage_at(step, mode)
+                    if damage is not None:
+                        raise damage
                     if state is StepState.UNAVAILABLE:
                         if not self.loaded_all_steps:
                             raise StepUnavailable(step, mode)
@@ -554,7 +660,8 @@ class Trial:
                     waited = time.monotonic() - started
                     if waited >= limit:
                         mode_name = mode.name if mode is not None else None
-                        raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode_name}")
+                        raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode_name}"
+                                               f" (trial {self.name!r})")
                     time.sleep(min(self.settings.poll_interval_s, max(0.0, limit - waited)))
 
     # -- stats -----------------------------------------------------------------------------

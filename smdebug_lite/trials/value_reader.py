@@ -20,7 +20,10 @@ per event file in a byte-bounded LRU cache:
   (`format.event_view`). Each record's CRC32C from the index is checked before use; files
   written by smdebug have no CRC in the index and are checked through the TFRecord framing
   instead (length CRC and footer). A bad record raises `TensorCorrupted` naming the file, step
-  and tensor; every other record stays readable.
+  and tensor; every other record stays readable. An index entry that cannot locate a record
+  (a key missing, offsets no record can have) raises `IndexFileCorrupted` naming the index
+  file: the fast paths only test what they use and hand anything odd to the general path,
+  which explains it (`index.reader.entry_problem`).
 
 Returned arrays are read-only views of the file bytes (smdebug's arrays were read-only too), and
 the same array object is returned again for the same record while it is cached.
@@ -37,13 +40,13 @@ from operator import add, is_, itemgetter
 import numpy as np
 from crc32c import crc32c as _crc
 
-from smdebug_lite.exceptions import TensorCorrupted
+from smdebug_lite.exceptions import IndexFileCorrupted, TensorCorrupted
 from smdebug_lite.format.event_batch import view_events
 from smdebug_lite.format.event_view import view_event
 from smdebug_lite.format.records import HEADER_SIZE, RecordError, decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
 from smdebug_lite.index import Entry, StepIndex, entry_shape, shape_tuple
-from smdebug_lite.index.reader import _SHAPES
+from smdebug_lite.index.reader import _SHAPES, entry_problem
 from smdebug_lite.reductions import REDUCTIONS_PREFIX
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
@@ -70,6 +73,10 @@ def _env_mb(name: str, default: float) -> int:
         return int(float(os.environ.get(name, default)) * (1 << 20))
     except ValueError:
         return int(default * (1 << 20))
+
+
+class _BadEntry(ValueError):
+    """An index entry with an impossible offset or value: explained by `entry_problem`."""
 
 
 class NoRawValue(LookupError):
@@ -116,11 +123,14 @@ class _Batch:
 
 
 def _fast(entry: Entry) -> tuple[np.dtype, int] | None:
-    """(dtype, content offset) when the record's raw bytes can be viewed without protobuf."""
+    """(dtype, content offset) when the record's raw bytes can be viewed without protobuf.
+    TypeError / ValueError for a damaged entry."""
     offset = entry.get("content_offset")
     dt = _DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
     if offset is None or dt is None or entry_shape(entry) is None:
         return None
+    if offset.__class__ is not int or not HEADER_SIZE <= offset < entry["length"]:
+        raise _BadEntry
     return dt, offset
 
 
@@ -248,27 +258,30 @@ class ValueReader:
                 start, length, crc, dtype, shape, offset = fields(entry)
             except (KeyError, TypeError):
                 continue  # not our writer's layout: decoded (and explained) on request
-            dt = dtypes_get(dtype)
-            if dt is None or name in arrays:
-                continue  # unknown layout: decoded on request
-            if adopt:
-                prev = columns.get((name, worker), {}).get(step)
-                if prev is not None:
-                    arrays[name] = prev
-                    continue
-            end = start + length
-            if end > size or crc32c(data[start + HEADER_SIZE : end - 4]) != crc:
-                if fs.bad is None:
-                    fs.bad = {}
-                fs.bad[name] = self._problem(data, start, entry)
-                continue
-            if shape.__class__ is not tuple:
-                cached = shapes_get(shape) if shape.__class__ is str else None
-                shape = shape_tuple(shape) if cached is None else cached
             try:
+                dt = dtypes_get(dtype)
+                if dt is None or name in arrays:
+                    continue  # unknown layout: decoded on request
+                if adopt:
+                    prev = columns.get((name, worker), {}).get(step)
+                    if prev is not None:
+                        arrays[name] = prev
+                        continue
+                end = start + length
+                if end > size or crc32c(data[start + HEADER_SIZE : end - 4]) != crc:
+                    problem = self._problem(data, start, entry)
+                    if fs.bad is None:
+                        fs.bad = {}
+                    fs.bad[name] = problem
+                    continue
+                if shape.__class__ is not tuple:
+                    cached = shapes_get(shape) if shape.__class__ is str else None
+                    shape = shape_tuple(shape) if cached is None else cached
+                if not HEADER_SIZE <= offset < length:
+                    continue  # the entry points outside its record: explained on request
                 arr = arrays[name] = ndarray(shape, dt, data, start + offset)
             except (TypeError, ValueError):
-                continue
+                continue  # a damaged entry: decoded on request, which explains it
             col = columns.get((name, worker))
             if col is None:
                 col = columns[(name, worker)] = {}
@@ -294,27 +307,48 @@ class ValueReader:
         name = entry.get("tensorname", "?") if isinstance(entry, dict) else "?"
         return TensorCorrupted(self.storage.uri(si.event_rel or ""), si.step, name, reason)
 
+    def _bad_entry(self, si: StepIndex, entry: Entry) -> IndexFileCorrupted:
+        """The index file's damage, for an entry that cannot locate its record."""
+        name = entry.get("tensorname") if isinstance(entry, dict) else None
+        reason = entry_problem(entry) or f"the entry of tensor {name!r} is malformed"
+        return IndexFileCorrupted(self.storage.uri(si.key) if si.key else
+                                  f"the index file of {self.storage.uri(si.event_rel or '')}",
+                                  reason, si.step, si.worker)
+
+    def _check_entry(self, si: StepIndex, entry: Entry) -> None:
+        if entry_problem(entry) is not None:
+            raise self._bad_entry(si, entry)
+
     @staticmethod
     def _problem(data: bytes, base: int, entry: Entry) -> str:
-        """Why the record at `base` fails its checks ('' when it passes)."""
+        """Why the record at `base` fails its checks ('' when it passes); KeyError, TypeError
+        or _BadEntry for an entry that cannot locate a record."""
         start, length = entry["start_idx"], entry["length"]
+        if start.__class__ is not int or length.__class__ is not int or start < 0 \
+                or length < HEADER_SIZE + 4 or base < 0:
+            raise _BadEntry
         if base + length > len(data):
             return (f"truncated: the record at byte {start} needs {length} bytes, "
                     f"{max(0, len(data) - base)} present")
         crc = entry.get("crc32c")
-        if crc is not None and _crc(data[base + HEADER_SIZE : base + length - 4]) != crc:
-            return f"CRC32C mismatch for the record at byte {start}"
+        if crc is not None:
+            if crc.__class__ is not int:
+                raise _BadEntry
+            if _crc(data[base + HEADER_SIZE : base + length - 4]) != crc:
+                return f"CRC32C mismatch for the record at byte {start}"
         return ""
 
     def _decode(self, data: bytes, base: int, si: StepIndex, entry: Entry) -> np.ndarray:
         """Verify and decode the record starting at `base` within `data`."""
         try:
             problem = self._problem(data, base, entry)
-        except (KeyError, TypeError):
-            raise self._corrupted(si, entry, "malformed index entry") from None
+            fast = _fast(entry)
+        except (KeyError, TypeError, ValueError):
+            raise self._bad_entry(si, entry) from None
         if problem:
+            if problem.startswith("truncated") and entry_problem(entry) is not None:
+                raise self._bad_entry(si, entry)
             raise self._corrupted(si, entry, problem)
-        fast = _fast(entry)
         if fast is not None:
             try:
                 arr = np.ndarray(entry_shape(entry), fast[0], data, base + fast[1])
@@ -404,6 +438,8 @@ class ValueReader:
                 return arr
         try:
             start, length = _RANGE(entry)
+            if start.__class__ is not int or start < 0:
+                return None
             data = fs.data
             if data is not None:
                 arr = view_event(data, start, length, name)
@@ -431,6 +467,8 @@ class ValueReader:
         entries = [e for r in si.reductions.values() for e in r.values()]  # type: ignore[union-attr]
         try:
             starts, lengths = zip(*map(_RANGE, entries), strict=True)
+            if set(map(type, starts + lengths)) != {int} or min(starts) < 0 or min(lengths) <= 0:
+                return  # damaged entries: the record read explains which
             first, end = min(starts), max(map(add, starts, lengths))
             if end - first - sum(lengths) <= self._gap:  # the usual case: all in one read
                 spans = [(first, end)]
@@ -455,6 +493,8 @@ class ValueReader:
             start, length = _RANGE(entry)
         except KeyError:
             return None
+        if start.__class__ is not int or length.__class__ is not int:
+            return None
         for offset, data in fs.chunks:  # type: ignore[union-attr]
             if offset <= start and start + length <= offset + len(data):
                 arr = self._decode(data, start - offset, si, entry)
@@ -464,10 +504,8 @@ class ValueReader:
         return None
 
     def _read_range(self, fs: _FileState, si: StepIndex, entry: Entry) -> np.ndarray:
-        try:
-            start, length = entry["start_idx"], entry["length"]
-        except (KeyError, TypeError):
-            raise self._corrupted(si, entry, "malformed index entry") from None
+        self._check_entry(si, entry)
+        start, length = entry["start_idx"], entry["length"]
         data = self.storage.read(si.event_rel, start, length)  # type: ignore[arg-type]
         self.range_reads += 1
         self.bytes_read += len(data)
@@ -602,7 +640,8 @@ class ValueReader:
                 if dtype != last_dtype:
                     dt = dtypes_get(dtype)
                     last_dtype = dtype
-                add(None if dt is None else ndarray(shape_t, dt, data, offset))  # type: ignore[arg-type]
+                add(None if dt is None or offset < HEADER_SIZE
+                    else ndarray(shape_t, dt, data, offset))  # type: ignore[arg-type]
             except (TypeError, ValueError):
                 add(None)
         return out
@@ -671,11 +710,12 @@ class ValueReader:
             if n == _FAST_KEYS and local:
                 try:
                     start, length, crc, dtype, shape, offset = fields(entry)
-                except KeyError:
+                    dt = dtypes_get(dtype)
+                except (KeyError, TypeError):
                     rest.append(i)
                     continue
-                dt = dtypes_get(dtype)
-                if dt is not None:
+                if dt is not None and start.__class__ is int and length.__class__ is int \
+                        and start >= 0 and length > 0:
                     add((i, si, start, length, (crc, dt, shape, offset)))
                     continue
             rest.append(i)
@@ -708,10 +748,12 @@ class ValueReader:
                 if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
                     failed.append((i, si))
                     continue
-                if shape != last_shape:
-                    last_shape = shape
-                    shape_t = shape_tuple(shape)
                 try:
+                    if shape != last_shape:
+                        shape_t = shape_tuple(shape)
+                        last_shape = shape
+                    if offset < HEADER_SIZE:
+                        raise ValueError
                     arr = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
                 except (TypeError, ValueError):
                     failed.append((i, si))

@@ -20,9 +20,11 @@ from typing import Any
 import numpy as np
 import xgboost as xgb
 
+from smdebug_lite.config.arguments import type_error
 from smdebug_lite.config.collection import Collection, CollectionKeys
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugError
+from smdebug_lite.hooks.arguments import check_reduction_config
 from smdebug_lite.hooks.core import HookCore
 from smdebug_lite.logger import get_logger
 from smdebug_lite.xgboost.trees import COLUMNS, round_tree_table
@@ -105,6 +107,13 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         train_data: Any = None,
         validation_data: Any = None,
     ) -> None:
+        # XGBoost's own arguments are checked before the hook is registered anywhere; the
+        # shared ones in HookCore (hooks/arguments.py).
+        check_reduction_config(reduction_config)
+        if hyperparameters is not None and not isinstance(hyperparameters, Mapping):
+            raise type_error("hyperparameters", hyperparameters, "a dict of names to values")
+        train_dmatrix = _as_dmatrix(train_data, "train_data")
+        validation_dmatrix = _as_dmatrix(validation_data, "validation_data")
         self._init_kwargs = dict(
             out_dir=out_dir, export_tensorboard=export_tensorboard,
             tensorboard_dir=tensorboard_dir, dry_run=dry_run, save_config=save_config,
@@ -120,8 +129,8 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         if reduction_config is not None:
             logger.warning("XGBoost hook: reduction_config is not supported and is ignored")
         self.hyperparameters = dict(hyperparameters) if hyperparameters else None
-        self.train_data = _as_dmatrix(train_data, "train_data")
-        self.validation_data = _as_dmatrix(validation_data, "validation_data")
+        self.train_data = train_dmatrix
+        self.validation_data = validation_dmatrix
         self._roles: dict[str, frozenset[str]] = {}
         self._warned: set[str] = set()
         self._booster_type: str | None = None

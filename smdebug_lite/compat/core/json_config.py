@@ -8,7 +8,6 @@ expected form named. These functions only repackage the result as smdebug's dict
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,6 +45,7 @@ from smdebug_lite.config.hook_json import (
 from smdebug_lite.config.reduction_config import parse_bool_flag
 from smdebug_lite.config.save_config import SaveConfig, parse_int, parse_steps
 from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.format import bounded_json
 from smdebug_lite.modes import ALLOWED_MODES, ModeKeys
 
 _SOURCE = "<DebugHookConfig dict>"
@@ -62,8 +62,8 @@ def get_json_config_as_dict(json_config_path: str | None) -> dict[str, Any]:
     with open(path, "rb") as f:
         raw = f.read()
     try:
-        params = json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        params = bounded_json.loads(raw.decode("utf-8-sig"), str(path))
+    except ValueError as exc:  # not UTF-8, not JSON, too large or nested too deeply
         raise HookConfigError(path, expected=f"a JSON document ({exc})") from exc
     get_logger().info(f"Creating hook from json_config at {path}.")
     return params
@@ -185,7 +185,7 @@ def get_node_id_from_resource_config() -> str | None:
     if not path.is_file():
         return None
     try:
-        data = json.loads(path.read_text())
+        data = bounded_json.loads(path.read_bytes(), str(path))
     except (OSError, ValueError):
         return None
     return data.get("current_host") if isinstance(data, dict) else None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -10,6 +12,7 @@ import numpy as np
 
 from smdebug_lite.exceptions import SMDebugError, TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.rules.params import check_plain
 from smdebug_lite.rules.rule import Rule
 from smdebug_lite.rules.trial_view import unwrap
 
@@ -93,8 +96,42 @@ def global_step_of(trial: Any, mode: ModeKeys, mode_step: int) -> int | None:
     return None if g is None else int(g)
 
 
+_NOT_PARAMETERS = frozenset({"self", "base_trial", "action_str", "other_trials"})
+
+
+def _checking_parameter_types(cls: type, init: Callable[..., None]) -> Callable[..., None]:
+    """`init` preceded by a check of every rule parameter's type, so that an object, a dict or
+    bytes passed by a Python caller is named at once (rule, parameter, value) even where the
+    rule itself would only convert it with str()."""
+    signature = inspect.signature(init)
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs)
+        except TypeError:
+            return init(self, *args, **kwargs)  # (Python's own message for a wrong call)
+        for name, value in bound.arguments.items():
+            kind = signature.parameters[name].kind
+            if name in _NOT_PARAMETERS or kind is inspect.Parameter.VAR_POSITIONAL:
+                continue
+            items = value.items() if kind is inspect.Parameter.VAR_KEYWORD else [(name, value)]
+            for key, item in items:
+                check_plain(cls.__name__, key, item)
+        return init(self, *args, **kwargs)
+
+    return checked
+
+
 class BuiltinRule(Rule):
     """A Rule with cached helpers. Every built-in takes ``action_str`` (SageMaker action_json)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        # Only the built-ins: a user's subclass may take parameters of any type it likes.
+        if init is not None and cls.__module__.startswith("smdebug_lite.rules.builtin"):
+            cls.__init__ = _checking_parameter_types(cls, init)  # type: ignore[method-assign]
 
     def __init__(self, base_trial: Any, *, action_str: str | None = None,
                  other_trials: Any = None) -> None:
