@@ -15,7 +15,6 @@ error is logged once, loudly, with the cause, and the hook disables itself; trai
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import math
 import os
@@ -23,7 +22,6 @@ import re
 import threading
 import time
 import traceback
-import weakref
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -50,16 +48,18 @@ from smdebug_lite.config.save_config import (
     SaveConfig,
     SaveConfigMode,
 )
-from smdebug_lite.exceptions import SMDebugRuntimeError
+from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
 from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
 from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
+from smdebug_lite.hooks import shutdown
+from smdebug_lite.hooks.arguments import check_hook_arguments
 from smdebug_lite.hooks.training_state import TrainingState
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path, open_storage
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import TrialWriter
+from smdebug_lite.writer.trial_writer import TrialWriter, on_sagemaker
 from smdebug_lite.writer.write_failed import WriteFailed
 from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
 
@@ -128,23 +128,25 @@ class HookCore:
         save_all: bool = False,
         include_workers: str = "one",
     ) -> None:
-        if not out_dir or not isinstance(out_dir, str):
-            raise SMDebugRuntimeError(f"out_dir={out_dir!r}: expected a local path or an s3:// URI")
+        args = check_hook_arguments(  # (one place for every framework: hooks/arguments.py)
+            out_dir, export_tensorboard, tensorboard_dir, dry_run, reduction_config, save_config,
+            include_regex, include_collections, save_all, include_workers)
+        out_dir, include_regex, include_collections = (
+            args.out_dir, args.include_regex, args.include_collections)
         self.out_dir = out_dir if is_s3_path(out_dir) else os.path.abspath(os.path.expanduser(out_dir))
-        self.dry_run = bool(dry_run)
-        self.export_tensorboard = bool(export_tensorboard)
-        self.tensorboard_dir = tensorboard_dir or (
-            os.path.join(self.out_dir, "tensorboard") if export_tensorboard else None
+        self.dry_run = args.dry_run
+        self.export_tensorboard = args.export_tensorboard
+        self.tensorboard_dir = args.tensorboard_dir or (
+            os.path.join(self.out_dir, "tensorboard") if self.export_tensorboard else None
         )
-        if save_config is None:
-            save_config = SaveConfig(save_interval=self.default_save_interval)
-        self.save_config = SaveConfig.parse(save_config)
+        self.save_config = args.save_config or SaveConfig(save_interval=self.default_save_interval)
         self.save_config.merge_default_save_config(
             None, SaveConfigMode(save_interval=self.default_save_interval)
         )
-        self.reduction_config = reduction_config or ReductionConfig(save_raw_tensor=True)
-        self.include_workers = include_workers if include_workers in ("one", "all") else "one"
-        self.save_all = bool(save_all)
+        self.reduction_config = args.reduction_config or ReductionConfig(save_raw_tensor=True)
+        self.include_workers = args.include_workers
+        self.save_all = args.save_all
+        self._storage_refused = False  # (see `_check_out_dir`)
 
         self.collection_manager = CollectionManager()
         plain = builtin_collections(self.framework)
@@ -219,7 +221,7 @@ class HookCore:
             self._resume_counters(self._training_state)
         if not self.dry_run:
             self._check_out_dir()
-        _live_hooks.add(self)
+        shutdown.track(self)  # (closed at exit or on SIGTERM if the script does not close it)
         from smdebug_lite.hooks.singleton import set_hook
 
         set_hook(self)  # as in smdebug, the newest hook is the process's current one
@@ -271,7 +273,8 @@ class HookCore:
         self.worker = self._worker_name()
         self.num_workers = self._num_workers()
         self.chief = self.worker == self._chief_worker_name()
-        self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
+        self.writes = ((self.include_workers == "all" or self.chief) and not self.dry_run
+                       and not self._storage_refused)
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -290,12 +293,45 @@ class HookCore:
         return set(self.include_collections) == set(default_include_collections(self.framework))
 
     def _check_out_dir(self) -> None:
+        """Refuse an out_dir holding a finished run (a mistake in the script: raised). An S3
+        out_dir that S3 refuses (credentials, permissions, a missing bucket, no endpoint) is
+        not the script's mistake: reported once, loudly, and the hook disables itself."""
         storage = open_storage(self.out_dir)
-        if storage.exists(END_OF_JOB_FILE):
+        if is_s3_path(self.out_dir):
+            from botocore.exceptions import BotoCoreError, ClientError
+
+            try:
+                # A listing, as smdebug made: unlike a HEAD request, its errors carry S3's
+                # error code, and it tells a missing bucket from a missing object.
+                finished = END_OF_JOB_FILE in storage.list(END_OF_JOB_FILE)
+            except (TrialStorageError, ClientError, BotoCoreError) as e:
+                self._refuse_storage(e)
+                return
+        else:
+            finished = storage.exists(END_OF_JOB_FILE)
+        if finished:
             raise SMDebugRuntimeError(
                 f"out_dir {self.out_dir} already holds a finished training run "
                 f"({END_OF_JOB_FILE} exists); choose a new out_dir so that saved data is not mixed"
             )
+
+    def _refuse_storage(self, error: Exception) -> None:
+        """The out_dir cannot be used: one error naming the URI and S3's answer (its error code
+        and message, never the credentials), then the hook stays out of training's way."""
+        if isinstance(error, TrialStorageError):  # (storage's verdict after its retries)
+            code, message = error.code or type(error).__name__, error.reason
+        else:
+            response = getattr(error, "response", None) or {}
+            details = response.get("Error", {}) if isinstance(response, dict) else {}
+            code = details.get("Code") or type(error).__name__
+            message = str(details.get("Message") or error)
+        self._storage_refused = True
+        self.disabled = True
+        self.writes = False
+        logger.error(
+            "smdebug-lite cannot use the out_dir %s (S3: %s: %s). The hook is disabled for this "
+            "run and training continues without saving tensors; check the bucket, the endpoint "
+            "and the permissions of the job's credentials.", self.out_dir, code, message[:400])
 
     def _prepare_collections(self) -> None:
         """Give every collection complete save and reduction configs (inherited from the hook)."""
@@ -882,6 +918,8 @@ class HookCore:
                 except Exception as e:
                     if not (isinstance(e, WriteFailed) and self._write_failure_reported):
                         logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
+                if self.writes:
+                    self._mark_training_end()
             if self._tb is not None:
                 self._tb.close()
             if self._sm_metrics is not None:
@@ -890,7 +928,22 @@ class HookCore:
             if self._claimed:
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(self.out_dir, CLAIM_FILE))
-            _live_hooks.discard(self)
+            shutdown.forget(self)
+
+    def _mark_training_end(self) -> None:
+        """Write the end marker unless the writer did. After a failed writer (a full disk, S3
+        refusing writes) it did not, yet readers must learn that no step is coming any more: a
+        zero-byte file, written straight to storage (it needs no free block on a full disk).
+        Not on SageMaker, where the platform writes it."""
+        if not self.writes or on_sagemaker():
+            return
+        try:
+            storage = open_storage(self.out_dir)
+            if not storage.exists(END_OF_JOB_FILE):
+                storage.write_atomic(END_OF_JOB_FILE, b"")
+        except Exception as e:
+            logger.error("smdebug-lite could not write %s in %s: %s: %s", END_OF_JOB_FILE,
+                         self.out_dir, type(e).__name__, e)
 
     def __enter__(self):
         return self
@@ -911,27 +964,6 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-
-
-_live_hooks: weakref.WeakSet = weakref.WeakSet()
-
-
-@atexit.register
-def _close_live_hooks() -> None:
-    """The last step appears only once written: close every hook still open at exit."""
-    for hook in list(_live_hooks):
-        with contextlib.suppress(Exception):
-            hook.close()
-
-
-def _forget_hooks_in_forked_child() -> None:
-    """A forked child (os.fork) does not own its parent's hooks: closing them at the child's
-    exit would end the parent's run on disk (training_job_end.ts) while it still trains."""
-    _live_hooks.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_hooks_in_forked_child)
 
 
 __all__ = ["HookCore", "TensorPlan", "reduction_tensor_name", "to_numpy_value"]

@@ -3,6 +3,10 @@
 Each message is a pickled tuple behind a 4-byte length. A message may carry file descriptors
 (the shared-memory segments tensors are copied into); they travel as SCM_RIGHTS beside the
 message's first bytes, and the receiver queues them in order of arrival.
+
+Sends never raise SIGPIPE (``MSG_NOSIGNAL``): a training script that restores SIGPIPE's default
+action (a common command-line idiom) would otherwise be killed by writing to a writer process
+that died; a dead peer is an EPIPE error here, reported as `ChannelClosed`.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ STORAGE_ENV_PREFIXES = ("AWS_", "BOTO", "SMDEBUG_")
 _MAX_FDS = 16
 _RECV_BYTES = 1 << 16  # read at most this much per system call
 _FDS_SPACE = socket.CMSG_SPACE(_MAX_FDS * array.array("i").itemsize)
+_NO_SIGPIPE = getattr(socket, "MSG_NOSIGNAL", 0)
 
 
 class ChannelClosed(ConnectionError):
@@ -41,10 +46,10 @@ class Channel:
         frame = _LEN.pack(len(data)) + data
         try:
             if fds:
-                sent = socket.send_fds(self.sock, [frame], list(fds))
+                sent = socket.send_fds(self.sock, [frame], list(fds), _NO_SIGPIPE)
                 frame = frame[sent:]
             if frame:
-                self.sock.sendall(frame)
+                self.sock.sendall(frame, _NO_SIGPIPE)
         except OSError as e:
             raise ChannelClosed(f"writer channel closed: {e}") from e
 

@@ -40,11 +40,15 @@ class TrialWriter:
         *,
         max_pending_bytes: int = DEFAULT_MAX_PENDING_BYTES,
         staging_dir: str | None = None,
+        resumed: bool = False,
+        previous_staging: str | None = None,
     ) -> None:
         self.out_dir = out_dir
         self.worker = worker
         self.max_pending_bytes = max_pending_bytes
-        self.files = StepFiles(out_dir, worker, staging_dir)
+        # (resumed: it takes over from a writer process that died; see `StepFiles`)
+        self.files = StepFiles(out_dir, worker, staging_dir, resumed,
+                               previous_staging=previous_staging)
         self.uploader = self.files.uploader
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
         self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it

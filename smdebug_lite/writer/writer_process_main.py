@@ -2,9 +2,11 @@
 
 `writer_process.WriterProcess` starts it in a new interpreter (``python -c`` with a bootstrap
 that imports this same copy of smdebug_lite). It writes the steps a training process describes, in
-order, and posts each one done on the shared ack board. It ignores Ctrl-C (the training process decides when writing ends)
-and exits when the training process closes the socket, after writing everything it received
-and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only a `close` asks.
+order, and posts each one done on the shared ack board. It ignores Ctrl-C and SIGTERM (the
+training process decides when writing ends: on SIGTERM it closes its hooks through this
+process) and exits when the training process closes the socket, after writing everything it
+received and finishing S3 uploads. It never writes `training_job_end.ts` on its own: only a
+`close` asks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.writer.ack_board import AckBoard
 from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
 from smdebug_lite.writer.shared_arena import SegmentMaps
-from smdebug_lite.writer.step_files import StepFiles
+from smdebug_lite.writer.step_files import StepFiles, staging_name
 from smdebug_lite.writer.step_writer import StepWriter
 
 # While steps keep coming, the loop sleeps between non-blocking reads instead of blocking on the
@@ -130,12 +132,19 @@ class WriterLoop:
     def on_drop(self, seg_id: int) -> None:
         self.maps.drop(seg_id)
 
-    def on_open(self, wid: int, out_dir: str, worker: str, env: dict[str, str]) -> None:
+    def on_open(self, wid: int, out_dir: str, worker: str, env: dict[str, str],
+                previous: int | None = None) -> None:
+        """`previous`: the id this writer had in a writer process that died, whose work this
+        process takes over (see `StepFiles`)."""
         for key in [k for k in os.environ if k.startswith(STORAGE_ENV_PREFIXES) and k not in env]:
             del os.environ[key]
         os.environ.update(env)
         try:
-            self.files[wid] = StepFiles(out_dir, worker)
+            owner = os.getppid()  # (the training process)
+            self.files[wid] = StepFiles(
+                out_dir, worker, resumed=previous is not None,
+                staging_prefix=staging_name(owner, wid),
+                previous_staging=None if previous is None else staging_name(owner, previous))
         except Exception as e:
             self._fail(wid, e)
 
@@ -233,6 +242,7 @@ class WriterLoop:
 
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     sock = socket.socket(fileno=int(argv[0]))
     WriterLoop(Channel(sock)).run()
     return 0
