@@ -116,9 +116,10 @@ XGBOOST = """
     from smdebug_lite.xgboost import Hook, SaveConfig
 
     rng = np.random.default_rng(0)
-    x = rng.normal(size=(1000, 20))
-    features = [f"x{i}" for i in range(20)]
-    dtrain = xgb.DMatrix(x, label=(x[:, 0] + rng.normal(size=1000) > 0), feature_names=features)
+    # full_shap/<feature> is the whole (rows, features + 1) matrix: about 48 KB a step here
+    x = rng.normal(size=(200, 5))
+    features = [f"x{i}" for i in range(5)]
+    dtrain = xgb.DMatrix(x, label=(x[:, 0] + rng.normal(size=200) > 0), feature_names=features)
     params = {"objective": "binary:logistic", "max_depth": 3, "eta": 0.3, "seed": 0}
     hook = Hook(out, save_config=SaveConfig(save_interval=1),
                 include_collections=["full_shap", "metrics"], train_data=dtrain)

@@ -77,6 +77,7 @@ class TensorBoardWriter:
         self._open: dict[tuple[ModeKeys, int], object] = {}
         self._written: set[str] = set()
         self._closed = False
+        self._failed = False  # a write raised WriteFailed: the hook has reported the fault
 
     def _file(self, step: int, mode: ModeKeys):
         key = (mode, step)
@@ -101,6 +102,7 @@ class TensorBoardWriter:
         try:
             self._file(int(step), mode).write(encode_record(event.SerializeToString(), real_crc=True))
         except OSError as e:  # (a full disk: the hook stops saving, see `WriteFailed`)
+            self._failed = True
             raise WriteFailed(f"writing TensorBoard events to {self.tb_dir} failed: "
                               f"{type(e).__name__}: {e}") from e
 
@@ -123,7 +125,9 @@ class TensorBoardWriter:
             try:
                 f.close()
             except OSError as e:
-                logger.error("Could not write TensorBoard file %s: %s", getattr(f, "name", "?"), e)
+                # After a failed write the hook has said why it stopped; this is the same fault.
+                log = logger.warning if self._failed else logger.error
+                log("Could not write TensorBoard file %s: %s", getattr(f, "name", "?"), e)
 
     def close(self) -> None:
         self.flush_step()

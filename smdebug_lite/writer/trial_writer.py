@@ -142,7 +142,8 @@ class TrialWriter:
                     item.set()
             except BaseException as e:  # reported to the training thread on its next call
                 self.error = e
-                logger.error("smdebug-lite writer failed on %s: %s", self.out_dir, e)
+                # The hook reports it loudly, once, when it sees the error (`WriteFailed`).
+                logger.warning("smdebug-lite writer failed on %s: %s", self.out_dir, e)
             finally:
                 if size:
                     with self._cond:

@@ -229,7 +229,8 @@ class WriterProcess:
             w = self._writers.get(msg[1])
             if w is not None and w.error is None:
                 w.error = WriterProcessError(msg[2])
-                logger.error("smdebug-lite writer failed on %s: %s", w.out_dir, msg[2])
+                # The hook reports it loudly, once, when it sees the error (`WriteFailed`).
+                logger.warning("smdebug-lite writer failed on %s: %s", w.out_dir, msg[2])
         elif kind in ("flushed", "closed"):
             self._replies[msg[1]] = msg
 
