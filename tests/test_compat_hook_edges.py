@@ -91,3 +91,16 @@ def test_actions_take_smdebugs_keyword():
     spec = '{"name": "StopTraining", "training_job_prefix": "job-"}'
     assert len(Actions(actions_str=spec, rule_name="r").actions) == 1
     assert len(Actions(spec, "r").actions) == 1
+
+
+def test_flags_read_numpy_bools_and_smdebugs_zero_and_one():
+    import numpy as np
+    import pytest
+
+    from smdebug_lite.analysis.utils import parse_bool
+    from smdebug_lite.config.reduction_config import parse_bool_flag
+
+    assert parse_bool_flag(np.True_, "save_shape") is True
+    assert parse_bool(1, None) is True and parse_bool(0, True) is False  # smdebug: 1 == True
+    with pytest.raises(ValueError):
+        parse_bool(2, None)

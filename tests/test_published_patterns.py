@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import smdebug.pytorch as smd
 import torch
+from gradient_rule import GradientMagnitude
 from smdebug import modes
 from smdebug.exceptions import RuleEvaluationConditionMet
 from smdebug.rules.rule import Rule
@@ -54,8 +55,19 @@ class _Classifier(nn.Module):
         return torch.log_softmax(self.fc(torch.flatten(x, 1)), dim=1)
 
 
-def _train_and_eval(hook, model: nn.Module, loss_fn: nn.Module, train_steps: int, eval_steps: int):
-    """The train()/test() pair of the example scripts: set_mode, then plain loops."""
+def _train_and_eval(
+    hook_cls: type[smd.Hook],
+    train_steps: int,
+    eval_steps: int,
+    register: str = "register_module",
+) -> None:
+    """The example scripts' body: a hook from the JSON config with the model (registered by the
+    method the script names) and the loss, then their train()/test() pair of set_mode and plain
+    loops, and close."""
+    model, loss_fn = _Classifier(), nn.NLLLoss()
+    hook = hook_cls.create_from_json_file()
+    getattr(hook, register)(model)
+    hook.register_loss(loss_fn)
     torch.manual_seed(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     hook.set_mode(modes.TRAIN)
@@ -74,18 +86,14 @@ def _train_and_eval(hook, model: nn.Module, loss_fn: nn.Module, train_steps: int
         out = model(x)
         loss_fn(out, y)
         out.max(dim=1).values.sum().backward()
+    hook.close()
 
 
 def test_hook_from_json_file_and_notebook_mode_queries(tmp_path, monkeypatch):
     out_dir = _hook_json(
         tmp_path, monkeypatch, {"losses": {"save_interval": "1"}, "weights": {"save_interval": "2"}}
     )
-    model, loss_fn = _Classifier(), nn.NLLLoss()
-    hook = smd.Hook.create_from_json_file()
-    hook.register_hook(model)
-    hook.register_loss(loss_fn)
-    _train_and_eval(hook, model, loss_fn, train_steps=4, eval_steps=2)
-    hook.close()
+    _train_and_eval(smd.Hook, train_steps=4, eval_steps=2, register="register_hook")
 
     from smdebug.core.modes import ModeKeys
 
@@ -129,12 +137,7 @@ def test_hook_subclass_overriding_forward_hook(tmp_path, monkeypatch):
             }
         },
     )
-    model, loss_fn = _Classifier(), nn.NLLLoss()
-    hook = _SaliencyHook.create_from_json_file()
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    _train_and_eval(hook, model, loss_fn, train_steps=2, eval_steps=2)
-    hook.close()
+    _train_and_eval(_SaliencyHook, train_steps=2, eval_steps=2)
 
     trial = create_trial(str(out_dir))
     names = set(trial.tensor_names())
@@ -150,23 +153,6 @@ def test_hook_subclass_overriding_forward_hook(tmp_path, monkeypatch):
     image_grad = trial.tensor("gradient/image").value(step_num=1, mode=modes.EVAL)
     assert image_grad.shape == (4, 1, 8, 8)
     assert trial.tensor("bn.running_mean_output_0").value(0, mode=modes.EVAL).shape == (4,)
-
-
-class _GradientAbove(Rule):
-    """The custom rule file shape: keyword threshold, collection query, abs mean reduction."""
-
-    def __init__(self, base_trial, threshold=10.0):
-        super().__init__(base_trial)
-        self.threshold = float(threshold)
-
-    def invoke_at_step(self, step):
-        for tname in self.base_trial.tensor_names(collection="gradients"):
-            if (
-                self.base_trial.tensor(tname).reduction_value(step, "mean", abs=True)
-                > self.threshold
-            ):
-                return True
-        return False
 
 
 class _EvalAccuracyDrop(Rule):
@@ -200,20 +186,15 @@ def torch_trial(tmp_path, monkeypatch):
             "predictions": {"include_regex": "NLLLoss_input_.*", "save_interval": "1"},
         },
     )
-    model, loss_fn = _Classifier(), nn.NLLLoss()
-    hook = smd.Hook.create_from_json_file()
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    _train_and_eval(hook, model, loss_fn, train_steps=3, eval_steps=2)
-    hook.close()
+    _train_and_eval(smd.Hook, train_steps=3, eval_steps=2)
     return create_trial(str(out_dir))
 
 
 def test_custom_rule_subclass_with_collection_and_abs_reduction(torch_trial):
     assert torch_trial.tensor_names(collection="gradients")
     with pytest.raises(RuleEvaluationConditionMet):
-        invoke_rule(_GradientAbove(torch_trial, threshold="0.0"), raise_eval_cond=True)
-    invoke_rule(_GradientAbove(torch_trial, threshold="1e9"), raise_eval_cond=True)
+        invoke_rule(GradientMagnitude(torch_trial, threshold="0.0"), raise_eval_cond=True)
+    invoke_rule(GradientMagnitude(torch_trial, threshold="1e9"), raise_eval_cond=True)
 
 
 def test_custom_rule_reading_eval_steps_through_global_to_mode(torch_trial):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import signal
 import subprocess
@@ -24,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rule_runner_job import ROOT, OptMlJob
 
-ROOT = Path(__file__).resolve().parent.parent
 TRIAL_SRC = ROOT / "tests" / "data" / "golden" / "pt_basic"  # 25 steps (0..24), gradients saved at every step
 ALL_STEPS = 25
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/smdebug-lite-rule-evaluator:test"
@@ -34,26 +33,7 @@ NAMESPACE_SCRIPT = (
     'shift; exec "$@"'
 )
 
-# Written the way the AWS example custom rules are: old base-class call, plain Trial API.
-GRADIENT_RULE = '''\
-from smdebug.rules.rule import Rule
-
-
-class GradientMagnitude(Rule):
-    """Met when the mean absolute value of some gradient is above `threshold`."""
-
-    def __init__(self, base_trial, threshold=10.0):
-        super().__init__(base_trial)
-        self.threshold = float(threshold)
-
-    def invoke_at_step(self, step):
-        for name in self.base_trial.tensor_names(collection="gradients"):
-            value = self.base_trial.tensor(name).reduction_value(step, "mean", abs=True)
-            if value > self.threshold:
-                self.logger.info("%s at step %d is %f", name, step, value)
-                return True
-        return False
-'''
+GRADIENT_RULE = (ROOT / "tests" / "gradient_rule.py").read_text()  # defines GradientMagnitude
 
 
 # --- fixtures and helpers ------------------------------------------------------------------
@@ -142,23 +122,16 @@ def upload_text(s3, bucket: str, key: str, body: str | bytes) -> str:
     return f"s3://{bucket}/{key}"
 
 
-class RuleJob:
+class RuleJob(OptMlJob):
     """One rule job's private /opt/ml on the host side, and how to start it."""
 
     def __init__(self, tmp_path: Path, s3_env: dict[str, str], config: dict[str, Any],
                  *, base_trial: str | None = None, as_job_config: bool = False,
                  extra_env: dict[str, str] | None = None) -> None:
-        self.opt_ml = tmp_path / "opt_ml"
-        self.opt_ml.mkdir()
-        self.name = config["RuleConfigurationName"]
+        super().__init__(tmp_path, config["RuleConfigurationName"])
         params = dict(config["RuleParameters"])
         env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": str(ROOT),
-            "PYTHONUNBUFFERED": "1",
-            "HOME": str(tmp_path),
-            "SMDEBUG_RULE_POLL_INTERVAL_S": "0.1",
-            "SMDEBUG_TRIAL_POLL_INTERVAL": "0.1",
+            **self.base_env(tmp_path),
             "SMDEBUG_TRIAL_REFRESH_INTERVAL": "0",
             "SMDEBUG_TRIAL_TIMEOUT": "30",
             "RULE_CONFIGURATION_NAME": self.name,
@@ -206,21 +179,6 @@ class RuleJob:
         finally:
             self._log.close()
             self.output = self.log_file.read_text()
-
-    @property
-    def status_file(self) -> Path:
-        return self.opt_ml / "processing" / "output" / "rule" / f"{self.name}.json"
-
-    def status(self) -> dict[str, Any]:
-        return json.loads(self.status_file.read_text())
-
-    def message(self) -> str | None:
-        p = self.opt_ml / "output" / "message"
-        return p.read_text() if p.exists() else None
-
-    def failure(self) -> str | None:
-        p = self.opt_ml / "output" / "failure"
-        return p.read_text() if p.exists() else None
 
     def wait_for_status(self, predicate, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout

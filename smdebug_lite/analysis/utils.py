@@ -11,6 +11,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from smdebug_lite.config.arguments import flag_truth
+
 _NUMERIC_SUFFIX = re.compile(r".+_(\d+)$")
 
 
@@ -49,23 +51,16 @@ def _tensor_name_sorter(t_name: str) -> int:
     return int(m.group(1)) if m else 0
 
 
-_TRUE = {"true", "1", "yes", "y", "t", "on"}
-_FALSE = {"false", "0", "no", "n", "f", "off"}
-
-
 def parse_bool(arg: Any, default: bool) -> bool:
-    """A bool from a bool or a bool-like string in any case ('TRUE' too); None gives default."""
+    """A bool from a bool, 0 or 1, or a bool-like string in any case ('TRUE' too); None gives
+    default. Anything else is a ValueError (smdebug accepted 0 and 1 too, as equal to the bools)."""
     if arg is None:
         return default
-    if isinstance(arg, bool):
-        return arg
-    if isinstance(arg, str):
-        text = arg.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    raise ValueError(f"boolean argument expected, but found {arg!r}")
+    readable = isinstance(arg, (bool, str)) or (isinstance(arg, int) and arg in (0, 1))
+    truth = flag_truth(arg) if readable else None
+    if truth is None:
+        raise ValueError(f"boolean argument expected, but found {arg!r}")
+    return truth
 
 
 def parse_list_from_str(arg: str | Iterable[str] | None, delimiter: str = ",") -> list[str]:

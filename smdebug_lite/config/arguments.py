@@ -59,15 +59,14 @@ def check_path(argument: str, value: Any, *, allow_none: bool = False) -> str | 
     return value
 
 
-def check_flag(argument: str, value: Any, default: bool = False) -> bool:
-    """A boolean: bool (numpy's too), an int, or true/false/yes/no/on/off in any case; None is
-    the default. Text must be read, not tested for emptiness: "false" is not true."""
-    if value is None:
-        return default
+def flag_truth(value: Any) -> bool | None:
+    """What a bool-like value means, or None when it means neither: bool (numpy's too), an int
+    (its truth) or true/false/yes/no/on/off/1/0 text in any case. Text must be read, not tested
+    for emptiness: "false" is not true. The one reading of flags; callers choose their errors."""
     if isinstance(value, bool):
         return value
-    if type(value).__name__ in ("bool_", "bool8") and hasattr(value, "item"):
-        return bool(value.item())
+    if type(value).__name__ in ("bool", "bool_", "bool8") and hasattr(value, "item"):
+        return bool(value.item())  # numpy's bool ("bool" since numpy 2)
     if isinstance(value, int):  # (smdebug took any number for its truth)
         return bool(value)
     if isinstance(value, str):
@@ -76,6 +75,17 @@ def check_flag(argument: str, value: Any, default: bool = False) -> bool:
             return True
         if text in _FALSE:
             return False
+    return None
+
+
+def check_flag(argument: str, value: Any, default: bool = False) -> bool:
+    """A boolean as `flag_truth` reads it; None is the default."""
+    if value is None:
+        return default
+    truth = flag_truth(value)
+    if truth is not None:
+        return truth
+    if isinstance(value, str):
         raise value_error(argument, value, "true or false")
     raise type_error(argument, value, "a bool")
 
@@ -176,6 +186,7 @@ __all__ = [
     "check_names",
     "check_path",
     "check_regexes",
+    "flag_truth",
     "renamed",
     "shown_value",
     "type_error",

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from smdebug_lite.config.arguments import ArgumentTypeError, type_error
+from smdebug_lite.config.arguments import ArgumentTypeError, flag_truth, type_error
 from smdebug_lite.exceptions import SMDebugValueError
 
 ALLOWED_REDUCTIONS = ["min", "max", "mean", "std", "variance", "sum", "prod"]
@@ -29,29 +29,18 @@ REDUCTION_CONFIG_KEYS = (
     "save_shape",
 )
 
-_TRUE = {"true", "t", "yes", "y", "on", "1"}
-_FALSE = {"false", "f", "no", "n", "off", "0"}
-
-
 def parse_bool_flag(value: Any, argument: str) -> bool:
-    """A bool from a bool, 0/1 or a bool-like string in any case; anything else is an error."""
-    if isinstance(value, bool):
-        return value
-    # numpy.bool_ and friends
-    if type(value).__name__ in ("bool_", "bool8") and hasattr(value, "item"):
-        return bool(value.item())
-    if isinstance(value, int) and value in (0, 1):
-        return bool(value)
+    """A bool from a bool, 0/1 or a bool-like string in any case (`flag_truth`); other ints and
+    anything else are errors, a wrong type an ArgumentTypeError."""
     message = f"{argument}={value!r} is not a boolean; expected true/false (any case), 1/0 or a bool"
+    if isinstance(value, int) and not isinstance(value, bool) and value not in (0, 1):
+        raise SMDebugValueError(message)
+    truth = flag_truth(value)
+    if truth is not None:
+        return truth
     if isinstance(value, str):
-        text = value.strip().lower()
-        if text in _TRUE:
-            return True
-        if text in _FALSE:
-            return False
-    elif not isinstance(value, int):
-        raise ArgumentTypeError(message)
-    raise SMDebugValueError(message)
+        raise SMDebugValueError(message)
+    raise ArgumentTypeError(message)
 
 
 def describe_allowed_reductions() -> str:

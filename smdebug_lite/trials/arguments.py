@@ -7,7 +7,16 @@ from typing import Any
 
 import numpy as np
 
+from smdebug_lite.config.arguments import shown_value
 from smdebug_lite.exceptions import SMDebugTypeError
+
+
+def _not_a(argument: str, value: Any, what: str, expected: str) -> SMDebugTypeError:
+    # A plain SMDebugTypeError, not config's ArgumentTypeError: that one is also a ValueError,
+    # which a query's wrong type never was.
+    return SMDebugTypeError(
+        f"{argument}={shown_value(value)} is not {what}; expected {expected}, "
+        f"got {type(value).__name__}")
 
 
 def check_step(value: Any, argument: str = "step") -> int:
@@ -16,9 +25,7 @@ def check_step(value: Any, argument: str = "step") -> int:
         return value
     if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return int(value)
-    raise SMDebugTypeError(
-        f"{argument}={value!r} is not a step number; expected an int (or numpy integer), "
-        f"got {type(value).__name__}")
+    raise _not_a(argument, value, "a step number", "an int (or numpy integer)")
 
 
 def check_optional_step(value: Any, argument: str = "step") -> int | None:
@@ -29,14 +36,11 @@ def check_worker(value: Any) -> str | None:
     """A worker name as the trial lists it (`trial.workers()`), or None for any worker."""
     if value is None or value.__class__ is str:
         return value
-    raise SMDebugTypeError(
-        f"worker={value!r} is not a worker name; expected a str such as 'worker_0' "
-        f"(see trial.workers()) or None, got {type(value).__name__}")
+    raise _not_a("worker", value, "a worker name",
+                 "a str such as 'worker_0' (see trial.workers()) or None")
 
 
 def check_name(value: Any, argument: str, expected: str) -> str:
     if value.__class__ is str or isinstance(value, str):
         return value
-    raise SMDebugTypeError(
-        f"{argument}={value!r} is not a name; expected a str ({expected}), "
-        f"got {type(value).__name__}")
+    raise _not_a(argument, value, "a name", f"a str ({expected})")

@@ -7,18 +7,16 @@ test needs a trial that is still "running").
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
+from rule_runner_job import ROOT, OptMlJob
 
-ROOT = Path(__file__).resolve().parents[2]
 TRIAL_SRC = ROOT / "tests" / "data" / "golden" / "pt_basic"  # steps 0..24, gradients each step
 END_MARKER = "training_job_end.ts"
 
@@ -114,22 +112,12 @@ def make_trial(tmp_path: Path, *, end: bool = True, steps: bool = True,
     return trial
 
 
-class Job:
+class Job(OptMlJob):
     """One runner subprocess with its own opt-ml root."""
 
     def __init__(self, tmp_path: Path, env: dict[str, str] | None = None) -> None:
-        self.opt_ml = tmp_path / "opt_ml"
-        self.opt_ml.mkdir()
-        self.env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "PYTHONPATH": str(ROOT),
-            "PYTHONUNBUFFERED": "1",
-            "HOME": str(tmp_path),
-            "SMDEBUG_RULE_POLL_INTERVAL_S": "0.1",
-            "SMDEBUG_TRIAL_POLL_INTERVAL": "0.1",
-            "RULE_CONFIGURATION_NAME": "Fault",
-            **(env or {}),
-        }
+        super().__init__(tmp_path, "Fault")
+        self.env = {**self.base_env(tmp_path), "RULE_CONFIGURATION_NAME": self.name, **(env or {})}
 
     def run(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         started = time.monotonic()
@@ -143,20 +131,6 @@ class Job:
     @property
     def output(self) -> str:
         return self.stdout + self.stderr
-
-    def message(self) -> str | None:
-        p = self.opt_ml / "output" / "message"
-        return p.read_text() if p.exists() else None
-
-    def failure(self) -> str | None:
-        p = self.opt_ml / "output" / "failure"
-        return p.read_text() if p.exists() else None
-
-    def status_text(self) -> str:
-        return (self.opt_ml / "processing" / "output" / "rule" / "Fault.json").read_text()
-
-    def status(self) -> dict[str, Any]:
-        return json.loads(self.status_text())
 
     def assert_error(self, proc: subprocess.CompletedProcess[str], pattern: str) -> str:
         assert proc.returncode == 2, self.output
