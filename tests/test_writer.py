@@ -215,7 +215,7 @@ def test_file_restaged_during_its_upload_is_not_lost(s3_bucket, tmp_path):
             staging.write_atomic(rel, b"v2")  # a new inode renamed into place mid-upload
             uploader.enqueue(rel)
 
-    events = s3_client().meta.events
+    events = s3_client(botocore_retries=False).meta.events
     events.register("before-call.s3.PutObject", restage_once)
     try:
         uploader.enqueue(rel)

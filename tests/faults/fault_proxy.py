@@ -1,9 +1,11 @@
 """A small HTTP proxy on 127.0.0.1 that makes an S3 endpoint flaky, on a seeded schedule.
 
 Put in front of moto's server (point boto3 at `proxy.url` with AWS_ENDPOINT_URL), it forwards
-each request and, as its random.Random(seed) draws, answers instead with 503 SlowDown, or sends
-the real response's headers and only part of its body and then closes the connection (a reset
-in the middle of a response body), or answers 403 AccessDenied. One request per connection
+each request and, as its random.Random(seed) draws, answers instead with 503 SlowDown, or
+forwards it and sends back only part of the answer before closing the connection (a reset: in
+the middle of the body, or of the headers when there is no body, as for a PUT), or answers 403
+AccessDenied. It answers `Expect: 100-continue` itself, and logs every request it forwards
+(`forwarded`) so tests can check the order in which objects reached the upstream. One request per connection
 (responses say `Connection: close`), each on its own thread. It is bounded: it stops by itself
 after `lifetime_s` seconds or `max_requests` requests, and on `stop()` / leaving the `with`.
 """
@@ -38,6 +40,18 @@ class Counts:
     by_method: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Forwarded:
+    """One request that reached the upstream: `sent` and `answered` are time.monotonic() when
+    it was sent there and when the upstream's whole answer had come back."""
+
+    method: str
+    path: str
+    sent: float
+    answered: float
+    status: int
+
+
 def _error_response(status: bytes, code: str) -> bytes:
     body = _error_body(code)
     return (b"HTTP/1.1 " + status + b"\r\nContent-Type: application/xml\r\n"
@@ -45,6 +59,9 @@ def _error_response(status: bytes, code: str) -> bytes:
 
 
 def _read_request(conn: socket.socket) -> bytes | None:
+    """One request, whole. `Expect: 100-continue` is answered here and not forwarded: botocore
+    sends it with every PUT and holds the body back for about a second until the interim answer
+    comes, and the proxy waits for the body before forwarding."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = conn.recv(65536)
@@ -52,17 +69,24 @@ def _read_request(conn: socket.socket) -> bytes | None:
             return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
+    lines = head.split(b"\r\n")
+    kept, length = [lines[0]], 0
+    for line in lines[1:]:
         name, _, value = line.partition(b":")
-        if name.strip().lower() == b"content-length":
+        key = name.strip().lower()
+        if key == b"expect" and value.strip().lower() == b"100-continue":
+            if not body:
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+            continue
+        if key == b"content-length":
             length = int(value.strip())
+        kept.append(line)
     while len(body) < length:
         chunk = conn.recv(65536)
         if not chunk:
             return None
         body += chunk
-    return head + b"\r\n\r\n" + body
+    return b"\r\n".join(kept) + b"\r\n\r\n" + body
 
 
 def _with_connection_close(message: bytes) -> bytes:
@@ -84,6 +108,7 @@ class FaultProxy:
         self.slowdown, self.reset, self.denied = slowdown, reset, denied
         self.lifetime_s, self.max_requests = lifetime_s, max_requests
         self.counts = Counts()
+        self.forwarded: list[Forwarded] = []  # every request that reached the upstream
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._sock = socket.socket()
@@ -150,13 +175,16 @@ class FaultProxy:
                     throttle = self.throttles[self.counts.slowdowns % len(self.throttles)]
                 conn.sendall(_error_response(*throttle))
                 return
-            response = self._forward(_with_connection_close(request))
+            response = self._forward(_with_connection_close(request), method)
             head, sep, body = response.partition(b"\r\n\r\n")
-            if action == "reset" and method == "GET" and len(body) >= 2:
+            if action == "reset":
                 with self._lock:
                     self.counts.resets += 1
-                conn.sendall(head + sep + body[: len(body) // 2])
-                conn.shutdown(socket.SHUT_RDWR)  # the rest of the body never comes
+                # A body is cut in its middle; a response without one (a PUT's) in the middle
+                # of its headers. Either way the upstream has done the request.
+                conn.sendall(head + sep + body[: len(body) // 2] if len(body) >= 2
+                             else head[: len(head) // 2])
+                conn.shutdown(socket.SHUT_RDWR)  # the rest never comes
                 return
             conn.sendall(_with_connection_close(response))
         except OSError:
@@ -164,7 +192,8 @@ class FaultProxy:
         finally:
             conn.close()
 
-    def _forward(self, request: bytes) -> bytes:
+    def _forward(self, request: bytes, method: str = "") -> bytes:
+        sent = time.monotonic()
         with socket.create_connection(self.upstream, timeout=30) as up:
             up.sendall(request)
             chunks = []
@@ -173,4 +202,10 @@ class FaultProxy:
                 if not chunk:
                     break
                 chunks.append(chunk)
-        return b"".join(chunks)
+        response = b"".join(chunks)
+        path = request.split(b" ", 2)[1].decode("ascii", "replace")
+        status_line = response.split(b"\r\n", 1)[0].split(b" ")
+        status = int(status_line[1]) if len(status_line) > 1 and status_line[1].isdigit() else 0
+        with self._lock:
+            self.forwarded.append(Forwarded(method, path, sent, time.monotonic(), status))
+        return response
