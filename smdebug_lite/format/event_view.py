@@ -118,6 +118,9 @@ def locate(data: bytes, base: int, length: int) -> Location | None:
             data[base + HEADER_SIZE : end]):
         return None
     d, p = data, base + HEADER_SIZE
+    # Each length varint's one- and two-byte cases are read inline, field after field, instead
+    # of through a helper: this walk runs once per record, and a call per field cost more than
+    # the rest of it (`_varint_rest` takes the rare longer ones).
     try:
         # Event: wall_time, optional step.
         if d[p] != 0x09:
