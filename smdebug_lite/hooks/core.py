@@ -918,8 +918,7 @@ class HookCore:
                 except Exception as e:
                     if not (isinstance(e, WriteFailed) and self._write_failure_reported):
                         logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
-                if self.writes:
-                    self._mark_training_end()
+                self._mark_training_end()
             if self._tb is not None:
                 self._tb.close()
             if self._sm_metrics is not None:

@@ -280,9 +280,13 @@ class Trial:
         self._index_workers.add(worker)
         if step > self._last_step_of_worker.get(worker, -1):
             self._last_step_of_worker[worker] = step
-        written = len(self._docs.get(step, ())) + len(self._damaged[step])
-        if written >= self.num_workers and step > self.last_complete_step:
+        if self._workers_written(step) >= self.num_workers and step > self.last_complete_step:
             self.last_complete_step = step
+
+    def _workers_written(self, step: int) -> int:
+        """Workers whose index file of `step` was read or found damaged (`_add_step_index`
+        counts the same inline, once per index file)."""
+        return len(self._docs.get(step, ())) + len(self._damaged.get(step, ()))
 
     def _damage_at(self, step: int, mode: ModeKeys | None,
                    worker: str | None = None) -> IndexFileCorrupted | None:
@@ -381,7 +385,7 @@ class Trial:
         return (
             self.loaded_all_steps
             or gs <= self.last_complete_step
-            or len(self._docs.get(gs, ())) + len(self._damaged.get(gs, ())) >= self.num_workers
+            or self._workers_written(gs) >= self.num_workers
         )
 
     def _select_steps(self, global_steps: Iterable[int], mode: ModeKeys,
