@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from smdebug_lite import modes
 from smdebug_lite._version import __version__
-
-# --- BEGIN config exports (owned by smdebug_lite/config; edit only inside this block) ---
 from smdebug_lite.config import Collection as Collection
 from smdebug_lite.config import CollectionKeys as CollectionKeys
 from smdebug_lite.config import CollectionManager as CollectionManager
@@ -21,6 +19,5 @@ _CONFIG_EXPORTS = [
     "SaveConfig",
     "SaveConfigMode",
 ]
-# --- END config exports ---
 
 __all__ = ["__version__", "modes", *_CONFIG_EXPORTS]

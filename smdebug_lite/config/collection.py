@@ -1,7 +1,6 @@
 """Collections: named groups of tensors with their own save/reduction settings.
 
-The JSON form is the one smdebug writes into ``collections/000000000/<worker>_collections.json``
-(spec section 4). Built-in collection names and default regexes per framework are listed here
+The JSON form is the one smdebug writes into ``collections/000000000/<worker>_collections.json``. Built-in collection names and default regexes per framework are listed here
 (``builtin_collections``) in a fixed order, so collections files are reproducible (smdebug built
 them from a set, which made their order vary between processes).
 """

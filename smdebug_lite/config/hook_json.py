@@ -1,8 +1,8 @@
 """SageMaker's DebugHookConfig JSON -> settings for a hook and its collections.
 
 SageMaker writes the job's DebugHookConfig (PascalCase keys, string values) to
-``/opt/ml/input/config/debughookconfig.json``. Parsing follows smdebug 1.0.x (spec section 6),
-with these deliberate fixes (section 10 items 7-8):
+``/opt/ml/input/config/debughookconfig.json``. Parsing follows smdebug 1.0.x,
+with these deliberate fixes:
 
 * ``save_shape``/``save_raw_tensor`` count even without ``reductions``; the ReductionConfig then
   holds just those flags;

@@ -4,7 +4,7 @@ The JSON form is smdebug's single comma string (``"mean,max,l2_norm,abs_min,abs_
 the order plain reductions, norms, abs reductions, abs norms. That order is also the order hooks
 write reduction tensors in (``iter_reductions``).
 
-Deliberate differences from smdebug 1.0.x (spec section 10 item 7), the file format unchanged:
+Deliberate differences from smdebug 1.0.x, the file format unchanged:
 the documented strings ``l1``/``l2``/``abs_l1``/``abs_l2`` are read as norms, and the flags accept
 bool-like strings ("true", "False", "1", ...). ``median`` stays unsupported, as in smdebug.
 """

@@ -1,6 +1,6 @@
 """When to save: per-mode step schedules, with smdebug's semantics and collections-file JSON form.
 
-Rules (smdebug 1.0.x, spec section 5.1/5.2):
+Rules (as in smdebug 1.0.x):
 
 * a step is saved if it is listed in ``save_steps`` OR (``start_step <= step < end_step`` and
   ``step % save_interval == 0``); ``save_steps`` therefore adds steps, it never replaces the
