@@ -1,7 +1,7 @@
 """Locate (or build) the reference virtualenv with real smdebug 1.0.34 for cross-checks.
 
 The venv lives outside the repo (default /tmp/smdref, override with SMDEBUG_REF_VENV). It is built
-with ../shared/tools/make_ref_venv.sh when missing. Tests that need it call `ref_python()` and skip
+with scripts/make_ref_venv.sh when missing. Tests that need it call `ref_python()` and skip
 with the build log's tail as the reason only when it cannot be built.
 """
 
@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = REPO.parent / "shared" / "tools" / "make_ref_venv.sh"
+SCRIPT = REPO / "scripts" / "make_ref_venv.sh"
 VENV = Path(os.environ.get("SMDEBUG_REF_VENV", "/tmp/smdref"))
 _lock = threading.Lock()
 _result: tuple[str | None, str] | None = None

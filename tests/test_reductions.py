@@ -46,8 +46,8 @@ def test_matches_torch(shape, name, is_abs):
                                atol=1e-30, equal_nan=True)
 
 
-def test_spec_example_matrix():
-    """spec §5.3: on [[1,-2],[3,4]] smdebug's reader said var 5.25 and l1 6 (matrix norm);
+def test_matrix_example_against_smdebug_answers():
+    """On [[1,-2],[3,4]] smdebug's reader said var 5.25 and l1 6 (matrix norm);
     the hook saved var 7.0 and l1 10."""
     x = np.array([[1, -2], [3, 4]], dtype=np.float32)
     assert float(compute_reduction("variance", x)) == pytest.approx(7.0)

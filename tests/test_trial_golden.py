@@ -1,7 +1,7 @@
 """Every answer smdebug 1.0.34's Trial API gave on the golden out_dirs, reproduced through ours.
 
-The only tolerated differences are the on-the-fly reductions smdebug computed wrongly (spec §10
-item 6, docs/differences.md): variance/std with ddof=0 and matrix norms (or a ValueError for 0-d
+The only tolerated differences are the on-the-fly reductions smdebug computed wrongly
+(docs/differences.md): variance/std with ddof=0 and matrix norms (or a ValueError for 0-d
 tensors) for l1/l2. For those the answer must instead equal what the PyTorch hook would have
 saved: torch's unbiased var/std and the norm of the flattened tensor.
 """
