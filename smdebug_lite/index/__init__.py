@@ -1,5 +1,7 @@
-"""Reader side of the index: incremental listing and parsing of index files."""
+"""Reader side of the index: incremental listing and parsing of index files, and the
+compacted index (manifest) that lets a long trial open in O(chunks) requests."""
 
+from smdebug_lite.index.manifest import INLINE_KEY, ManifestInvalid, inline_value
 from smdebug_lite.index.reader import (
     Entry,
     IndexReader,
@@ -14,6 +16,9 @@ from smdebug_lite.index.reader import (
 )
 
 __all__ = [
+    "INLINE_KEY",
+    "ManifestInvalid",
+    "inline_value",
     "Entry",
     "IndexReader",
     "RangeSteps",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +36,7 @@ from smdebug_lite.format.locations import (
     serialize_worker,
     step_dir_name,
 )
+from smdebug_lite.index import manifest as _manifest
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
@@ -352,6 +354,14 @@ def parse_step_index(text: bytes | str, key: str,
     return si
 
 
+def all_entries(si: StepIndex) -> list[Entry]:
+    """Raw and reduction entries of an index file."""
+    every = list(si.entries.values())
+    if si.reductions:
+        every += [e for r in si.reductions.values() for e in r.values()]
+    return every
+
+
 def _name(value: object) -> str:
     if value.__class__ is not str:
         raise TypeError(f"tensor name {value!r} is not a string")
@@ -422,9 +432,39 @@ class IndexReader:
         self.bad_files: dict[str, str] = {}  # key -> why it was skipped
         # Index files found damaged since the trial last took them (`take_damaged`).
         self._damaged: list[IndexFileCorrupted] = []
+        # The compacted index (manifest.py): used unless SMDEBUG_USE_MANIFEST=0 or it fails a
+        # check.
+        self.use_manifest = os.environ.get("SMDEBUG_USE_MANIFEST", "1").strip().lower() not in (
+            "0", "false", "off", "no")
+        self.manifest: _manifest.Manifest | None = None  # the one in use, once read
+        self.manifest_docs = 0  # index documents taken from it
+        self.manifest_chunks_read = 0
+        self.manifest_problem: str | None = None  # why it was not used
+        self._manifest_checked = False
 
     def poll(self) -> list[StepIndex]:
-        """Index files not read before, in key order (i.e. step order)."""
+        """Index files not read before, in key order (i.e. step order). The first poll takes
+        the steps a valid manifest covers from its chunks (see `manifest.py`) and lists only
+        the index files after them."""
+        if not self._manifest_checked:
+            self._manifest_checked = True
+            if self.use_manifest:
+                docs = self._poll_with_manifest()
+                if docs is not None:
+                    return docs
+        keys, names = self._list_new()
+        if not keys:
+            return []
+        try:
+            texts: list[bytes | None] = list(self.storage.read_many(keys))
+        except FileNotFoundError:
+            texts = [self._read_or_none(k) for k in keys]
+        docs = self._parse(keys, texts, names)
+        self.files_read += len(docs)
+        return docs
+
+    def _list_new(self) -> tuple[list[str], dict[str, tuple[int, str]]]:
+        """Index keys after the token not seen before, within the step range."""
         keys = []
         names: dict[str, tuple[int, str]] = {}
         for key in self.storage.list(INDEX_DIR, start_after=self.start_after):
@@ -438,12 +478,11 @@ class IndexReader:
                 continue
             keys.append(key)
             names[key] = parsed
-        if not keys:
-            return []
-        try:
-            texts: list[bytes | None] = list(self.storage.read_many(keys))
-        except FileNotFoundError:
-            texts = [self._read_or_none(k) for k in keys]
+        return keys, names
+
+    def _parse(self, keys: list[str], texts: list[bytes | None],
+               names: dict[str, tuple[int, str]],
+               inline: dict[str, dict[str, str]] | None = None) -> list[StepIndex]:
         docs = []
         with gc_paused():
             for key, text in zip(keys, texts, strict=True):
@@ -451,7 +490,7 @@ class IndexReader:
                     continue  # vanished between list and read; listed again next time
                 self._seen.add(key)
                 try:
-                    docs.append(parse_step_index(text, key, names[key]))
+                    si = parse_step_index(text, key, names[key])
                 except IndexReaderException as e:
                     step, worker = names[key]
                     reason = e.reason if isinstance(e, IndexFileCorrupted) else e.message
@@ -459,7 +498,72 @@ class IndexReader:
                     self.bad_files[key] = str(damage)
                     self._damaged.append(damage)
                     logger.error("Skipping step %d of %s: %s", step, worker, damage)
-        self.files_read += len(docs)
+                    continue
+                if inline is not None:
+                    values = inline.get(key)
+                    if values:
+                        _manifest.attach_inline(all_entries(si), values)
+                docs.append(si)
+        return docs
+
+    def _poll_with_manifest(self) -> list[StepIndex] | None:
+        """The first poll from the manifest, or None (after a warning) when it is absent or
+        fails a check: checksums, step ranges, the last compacted file unchanged, and no index
+        file listed after it for a step it claims to cover."""
+        storage = self.storage
+        try:
+            m = _manifest.read_head(storage)
+            if m is None or not m.chunks:
+                return None
+            start, end = self.range_steps or (None, None)
+            refs = [c for c in m.chunks if (end is None or c.first_step < end)
+                    and (start is None or c.last_step >= start)]
+            chunks = _manifest.read_chunks(storage, refs)
+            _manifest.check_fresh(storage, m)
+        except _manifest.ManifestInvalid as e:
+            self.manifest_problem = str(e)
+            logger.warning("Not using the compacted index of %s (%s); reading the per-step "
+                           "index files instead", storage.uri(), e)
+            return None
+        saved = self.start_after, set(self._seen)
+        if self.start_after is None or m.last_key > self.start_after:
+            self.start_after = m.last_key
+        later, names = self._list_new()
+        last = m.last_step if m.last_step is not None else -1
+        stale = [k for k in later if names[k][0] <= last]
+        if stale:
+            self.start_after, self._seen = saved
+            self.manifest_problem = (f"stale: {stale[0]} was written after compaction for a step"
+                                     f" the manifest covers (up to {last})")
+            logger.warning("Not using the compacted index of %s (%s); reading the per-step "
+                           "index files instead", storage.uri(), self.manifest_problem)
+            return None
+        keys: list[str] = []
+        texts: list[bytes | None] = []
+        inline: dict[str, dict[str, str]] = {}
+        for records in chunks:
+            for r in records:
+                parsed = parse_index_file_name(r.key)
+                assert parsed is not None  # checked by decode_chunk
+                if not step_in_range(self.range_steps, parsed[0]):
+                    continue
+                keys.append(r.key)
+                texts.append(r.raw)
+                names[r.key] = parsed
+                if r.inline:
+                    inline[r.key] = r.inline
+        docs = self._parse(keys, texts, names, inline)
+        self.manifest = m
+        self.manifest_docs = len(docs)
+        self.manifest_chunks_read = len(refs)
+        if later:
+            try:
+                later_texts: list[bytes | None] = list(storage.read_many(later))
+            except FileNotFoundError:
+                later_texts = [self._read_or_none(k) for k in later]
+            more = self._parse(later, later_texts, names)
+            self.files_read += len(more)
+            docs += more
         return docs
 
     def take_damaged(self) -> list[IndexFileCorrupted]:

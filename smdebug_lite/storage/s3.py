@@ -10,8 +10,11 @@ response headers arrive, so a connection reset while the body streams (`Response
 request and reads the whole body, and retries connection failures, read timeouts, throttling
 and server errors (503 SlowDown, 500, RequestTimeout ...) with jittered exponential backoff, at
 most `SMDEBUG_S3_MAX_ATTEMPTS` times (default 8) and within `retry_budget_s` (a trial sets its
-timeout). The client it uses has botocore's retries turned off, so attempts do not multiply.
-A missing bucket and denied access are not retried: `TrialStorageError` names the s3:// URI.
+timeout). A throttled request (SlowDown, 503) holds back every request of the same storage
+for its backoff delay, so a pool of concurrent GETs eases off together instead of being refused
+one by one. `requests` / `request_counts` count every attempt; concurrent reads run on at most
+`SMDEBUG_S3_MAX_CONCURRENCY` threads (default 16). The client it uses has botocore's retries
+turned off, so attempts do not multiply. A missing bucket and denied access are not retried: `TrialStorageError` names the s3:// URI.
 """
 
 from __future__ import annotations
@@ -79,6 +82,10 @@ _RETRY_CODES = frozenset({
     "InternalError", "ServiceUnavailable", "503", "500", "502", "504",
 })
 _RETRY_STATUS = frozenset({500, 502, 503, 504})
+_THROTTLE_CODES = frozenset({
+    "SlowDown", "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottled",
+    "RequestLimitExceeded", "TooManyRequestsException", "BandwidthLimitExceeded",
+})
 _DENIED_CODES = frozenset({
     "AccessDenied", "403", "Forbidden", "AllAccessDisabled", "InvalidAccessKeyId",
     "SignatureDoesNotMatch", "AccountProblem", "ExpiredToken", "InvalidToken",
@@ -111,13 +118,25 @@ def _error_code(e: BaseException) -> tuple[str, int]:
     return code, status
 
 
+def _max_concurrency(default: int) -> int:
+    try:
+        return max(1, int(os.environ.get("SMDEBUG_S3_MAX_CONCURRENCY", default)))
+    except ValueError:
+        return default
+
+
 class S3Storage(Storage):
     def __init__(self, uri: str, max_workers: int = 16) -> None:
         self.bucket, self.prefix = parse_s3_uri(uri)
         self.root = f"s3://{self.bucket}/{self.prefix}".rstrip("/")
-        self.max_workers = max_workers
+        # Concurrent requests of one read_many / read_ranges call (the pool's bound).
+        self.max_workers = _max_concurrency(max_workers)
         self.requests = 0  # S3 API calls made (attempts included), for benchmarks and tests
+        # The same by kind ("GET", "LIST", "HEAD", "PUT", ...); a ranged GET counts as "GET".
+        self.request_counts: dict[str, int] = {}
         self.retries = 0  # attempts that failed and were made again
+        self._count_lock = threading.Lock()
+        self._throttled_until = 0.0  # monotonic time before which no request is started
         self.max_attempts = _max_attempts()
         self.retry_budget_s = 300.0  # longest time spent retrying one request
 
@@ -140,7 +159,13 @@ class S3Storage(Storage):
         attempt = 0
         while True:
             attempt += 1
-            self.requests += 1
+            kind = what.split(" ", 1)[0]
+            pause = self._throttled_until - time.monotonic()
+            if pause > 0:  # another request was throttled: the whole pool slows down
+                time.sleep(pause)
+            with self._count_lock:  # pool threads count too: `+=` alone may lose updates
+                self.requests += 1
+                self.request_counts[kind] = self.request_counts.get(kind, 0) + 1
             try:
                 return request()
             except ClientError as e:
@@ -158,16 +183,23 @@ class S3Storage(Storage):
                     raise
                 failure: BaseException = e
                 reason = f"{code or status}"
+                throttled = code in _THROTTLE_CODES or status == 503
             except transient as e:
                 failure = e
                 reason = type(e).__name__
+                throttled = False
             delay = random.uniform(0.0, min(_BACKOFF_CAP_S, _BACKOFF_BASE_S * 2 ** attempt))
+            if throttled:
+                # S3 throttles per prefix: the other requests of the pool would be refused too,
+                # so they wait as long as this one before their next attempt.
+                self._throttled_until = max(self._throttled_until, time.monotonic() + delay)
             spent = time.monotonic() - started
             if attempt >= self.max_attempts or spent + delay > self.retry_budget_s:
                 raise TrialStorageError(
                     self.uri(rel), f"{what} failed {attempt} times in {spent:.1f}s; last error: "
                     f"{reason} ({failure})", reason) from failure
-            self.retries += 1
+            with self._count_lock:
+                self.retries += 1
             logger.debug("S3 %s of %s failed (%s); attempt %d in %.2fs", what, self.uri(rel),
                          reason, attempt + 1, delay)
             time.sleep(delay)

@@ -1,0 +1,259 @@
+"""Compaction: pack a trial's per-step index files into a manifest (see `manifest.py`).
+
+Works on any trial, local or s3://, written by smdebug-lite or by smdebug. Only steps every
+writing worker has gone past are covered (a worker writes its steps in order, so nothing can
+appear later at or before the step all of them have reached): the same rule a reader uses to
+call a step complete, which makes compacting a trial still being written safe. A valid
+manifest is extended: its chunks are kept and only the index files after it are read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import zlib
+from dataclasses import dataclass
+
+from smdebug_lite.exceptions import IndexReaderException
+from smdebug_lite.format.locations import (
+    COLLECTIONS_DIR,
+    END_OF_JOB_FILE,
+    INDEX_DIR,
+    parse_collections_file_name,
+    parse_index_file_name,
+)
+from smdebug_lite.index import manifest as mf
+from smdebug_lite.index.reader import all_entries, entry_shape, parse_step_index
+from smdebug_lite.logger import get_logger
+from smdebug_lite.reductions import REDUCTIONS_PREFIX
+from smdebug_lite.storage import Storage, open_storage
+
+logger = get_logger(__name__)
+
+_SMALL_RECORD = 256  # an entry without a shape this short may hold one value: worth a look
+DEFAULT_MIN_FILES = 1000  # at hook close, smaller trials open fast enough without a manifest
+
+
+@dataclass(slots=True)
+class CompactionResult:
+    """What `compact_trial` did; `str()` is a one-line summary."""
+
+    uri: str
+    first_step: int | None = None  # steps the manifest covers after this run
+    last_step: int | None = None
+    index_files: int = 0  # index documents the manifest holds
+    index_files_read: int = 0  # per-step index files read by this run
+    chunks_written: int = 0
+    chunks_reused: int = 0
+    values_inlined: int = 0
+    requests: int | None = None  # S3 requests made (None on local storage)
+    seconds: float = 0.0
+    note: str = ""  # why nothing (more) was compacted, or what was replaced
+
+    @property
+    def steps_covered(self) -> int:
+        return 0 if self.first_step is None else self.last_step - self.first_step + 1  # type: ignore[operator]
+
+    def __str__(self) -> str:
+        steps = ("no steps" if self.first_step is None
+                 else f"steps {self.first_step}..{self.last_step}")
+        req = "" if self.requests is None else f", {self.requests} S3 requests"
+        note = f" ({self.note})" if self.note else ""
+        return (f"{self.uri}: manifest covers {steps} in {self.index_files} index files; "
+                f"read {self.index_files_read} index files, wrote {self.chunks_written} chunks "
+                f"(kept {self.chunks_reused}), inlined {self.values_inlined} values{req} in "
+                f"{self.seconds:.2f}s{note}")
+
+
+def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
+                  chunk_steps: int = mf.CHUNK_STEPS) -> CompactionResult:
+    """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix).
+
+    `inline`: read the event records of one-element tensors and saved reductions and keep
+    their values in the manifest. `min_files`: leave a trial with fewer new index files to
+    cover (and no manifest yet) alone."""
+    if chunk_steps < 1:
+        raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
+    started = time.monotonic()
+    storage = open_storage(uri)
+    requests_before = getattr(storage, "requests", None)
+    result = CompactionResult(storage.uri())
+    existing = _existing(storage, result)
+    after = existing.last_key if existing else None
+    keys = [k for k in storage.list(INDEX_DIR, start_after=after)
+            if k.startswith(INDEX_DIR + "/") and parse_index_file_name(k) is not None]
+    last_of_worker = dict(existing.last_step_of_worker) if existing else {}
+    for k in keys:
+        step, worker = parse_index_file_name(k)  # type: ignore[misc]
+        if step > last_of_worker.get(worker, -1):
+            last_of_worker[worker] = step
+    if existing and existing.last_step is not None and keys:
+        early = parse_index_file_name(keys[0])[0]  # type: ignore[index]
+        if early <= existing.last_step:
+            result.note = f"replaced a stale manifest: {keys[0]} is newer than it"
+            return _rebuild(uri, inline, chunk_steps, started, result)
+    expected = _writing_workers(storage)
+    cut = min(last_of_worker.values()) if len(last_of_worker) >= max(1, expected) else -1
+    todo = [k for k in keys if parse_index_file_name(k)[0] <= cut]  # type: ignore[index]
+    chunks = list(existing.chunks) if existing else []
+    result.chunks_reused = len(chunks)
+    if not todo or (existing is None and len(todo) < min_files):
+        if not result.note:
+            result.note = ("up to date" if existing and not todo else
+                           f"{len(todo)} index files to cover, fewer than {min_files}"
+                           if todo else "no step every worker has finished yet")
+        _finish(result, existing, storage, requests_before, started)
+        return result
+    last_key, last_crc = "", 0
+    for group in _groups(todo, chunk_steps):
+        texts = storage.read_many(group)
+        result.index_files_read += len(group)
+        records = [mf.IndexRecord(k, t) for k, t in zip(group, texts, strict=True)]
+        if inline:
+            result.values_inlined += _inline(storage, records)
+        chunks.append(mf.write_chunk(storage, records))
+        result.chunks_written += 1
+        last_key, last_crc = group[-1], zlib.crc32(texts[-1])
+    m = mf.Manifest(chunks, last_key, last_crc,
+                    dict(existing.last_step_of_worker) if existing else {})
+    for k in todo:
+        step, worker = parse_index_file_name(k)  # type: ignore[misc]
+        m.last_step_of_worker[worker] = max(step, m.last_step_of_worker.get(worker, -1))
+    mf.write_head(storage, m)
+    _remove_orphans(storage, m)
+    _finish(result, m, storage, requests_before, started)
+    return result
+
+
+def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | None:
+    """The hook's call at close: compacts unless `SMDEBUG_COMPACT=0`, the caller is not the
+    chief worker, or the trial has fewer than `SMDEBUG_COMPACT_MIN_FILES` (default 1000) index
+    files. Never raises: a failure is logged and the trial stays readable without a manifest."""
+    if not chief or os.environ.get("SMDEBUG_COMPACT", "1").strip().lower() in (
+            "0", "false", "off", "no"):
+        return None
+    try:
+        min_files = int(os.environ.get("SMDEBUG_COMPACT_MIN_FILES", DEFAULT_MIN_FILES))
+    except ValueError:
+        min_files = DEFAULT_MIN_FILES
+    try:
+        result = compact_trial(out_dir, min_files=min_files)
+        logger.info("Compacted the index: %s", result)
+        return result
+    except Exception as e:  # the trial is complete without a manifest
+        logger.warning("Could not compact the index of %s: %s: %s", out_dir, type(e).__name__, e)
+        return None
+
+
+# -- steps of compact_trial ----------------------------------------------------------------
+
+def _existing(storage: Storage, result: CompactionResult) -> mf.Manifest | None:
+    """The trial's manifest if it passes every check a reader makes, else None."""
+    try:
+        m = mf.read_head(storage)
+        if m is None:
+            return None
+        mf.read_chunks(storage, m.chunks)
+        mf.check_fresh(storage, m)
+        return m
+    except mf.ManifestInvalid as e:
+        logger.warning("Replacing the manifest of %s: %s", storage.uri(), e)
+        result.note = f"replaced an invalid manifest: {e.reason}"
+        return None
+
+
+def _rebuild(uri: str, inline: bool, chunk_steps: int, started: float,
+             result: CompactionResult) -> CompactionResult:
+    storage = open_storage(uri)
+    storage.delete(mf.HEAD_KEY)
+    fresh = compact_trial(uri, inline=inline, chunk_steps=chunk_steps)
+    fresh.note = result.note
+    fresh.seconds = time.monotonic() - started
+    return fresh
+
+
+def _writing_workers(storage: Storage) -> int:
+    """How many workers write index files: num_workers of a collections file, else the
+    number of collections files."""
+    files = [k for k in storage.list(COLLECTIONS_DIR) if parse_collections_file_name(k)]
+    if not files:
+        return 1 if storage.exists(END_OF_JOB_FILE) else 0
+    try:
+        meta = json.loads(storage.read(files[0])).get("_meta", {})
+        return max(len(files), int(meta.get("num_workers", 1)))
+    except (ValueError, TypeError, AttributeError):
+        return len(files)
+
+
+def _groups(keys: list[str], chunk_steps: int) -> list[list[str]]:
+    """Keys split at multiples of `chunk_steps` (keys are in step order)."""
+    out: list[list[str]] = []
+    current = -1
+    for k in keys:
+        g = parse_index_file_name(k)[0] // chunk_steps  # type: ignore[index]
+        if g != current:
+            out.append([])
+            current = g
+        out[-1].append(k)
+    return out
+
+
+def _inline(storage: Storage, records: list[mf.IndexRecord]) -> int:
+    """Read one-element records and keep their values on the records; returns how many."""
+    from smdebug_lite.trials.value_reader import ValueReader  # the trial's own decoding
+
+    reader = ValueReader(storage, cache_bytes=64 * 1024 * 1024)
+    count = 0
+    for r in records:
+        try:
+            si = parse_step_index(r.raw, r.key)
+        except IndexReaderException:
+            continue  # readers report it; nothing to inline
+        for e in all_entries(si):
+            name = e.get("tensorname")
+            if not isinstance(name, str) or not _may_be_scalar(e, name):
+                continue
+            try:
+                arr = reader.read(si, e)
+            except Exception:  # noqa: BLE001 - a damaged record is reported when it is read
+                continue
+            text = mf.encode_inline(arr)
+            if text is not None:
+                r.inline[name] = text
+                count += 1
+    return count
+
+
+def _may_be_scalar(entry: dict, name: str) -> bool:
+    if name.startswith(REDUCTIONS_PREFIX):
+        return True
+    try:
+        shape = entry_shape(entry)
+    except ValueError:
+        return False
+    if shape is not None:
+        return all(d == 1 for d in shape)
+    length = entry.get("length")
+    return isinstance(length, int) and length <= _SMALL_RECORD
+
+
+def _remove_orphans(storage: Storage, m: mf.Manifest) -> None:
+    """Chunks no head lists (left by an invalid or stale manifest) are deleted."""
+    keep = {c.key for c in m.chunks}
+    for k in storage.list(mf.CHUNK_DIR):
+        if k.startswith(mf.CHUNK_DIR + "/") and k not in keep:
+            try:
+                storage.delete(k)
+            except OSError:
+                pass
+
+
+def _finish(result: CompactionResult, m: mf.Manifest | None, storage: Storage,
+            requests_before: int | None, started: float) -> None:
+    if m is not None and m.chunks:
+        result.first_step, result.last_step, result.index_files = (m.first_step, m.last_step,
+                                                                   m.files)
+    if requests_before is not None:
+        result.requests = getattr(storage, "requests", 0) - requests_before
+    result.seconds = time.monotonic() - started
