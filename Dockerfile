@@ -10,6 +10,8 @@
 # training: a training image whose launcher (smdebug-train) attaches the smdebug-lite hook from
 #   /opt/ml/input/config/debughookconfig.json without changes to the training script.
 #
+# scripts/container-test.sh builds both targets and runs them without a Docker daemon.
+#
 # Every Python package is pinned: requirements-build.lock (wheel build), requirements.lock
 # (runtime), requirements-training.lock (PyTorch). Each is installed with --no-deps and then
 # verified with `pip check`, so an incomplete lock fails the build instead of floating.
@@ -24,8 +26,6 @@ COPY requirements-build.lock ./
 RUN python -m pip install --no-deps -r requirements-build.lock
 COPY pyproject.toml README.md _smdebug_lite_alias.py smdebug_lite-alias.pth ./
 COPY smdebug_lite ./smdebug_lite
-COPY rule_runner ./rule_runner
-COPY container ./container
 RUN python -m pip wheel --no-deps --no-build-isolation --wheel-dir /wheels .
 
 # --- what both images share ----------------------------------------------------------------------

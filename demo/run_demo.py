@@ -2,9 +2,11 @@
 
 1. Train a small PyTorch model with the hook configured from a DebugHookConfig JSON.
 2. Meanwhile, run each entry of a DebugRuleConfigurations list as its own rule-evaluator
-   process (``python -m rule_runner``, the container's entrypoint) with its RuleParameters as
-   environment variables and a private opt-ml folder, following the trial while it is written.
+   process (``python -m smdebug_lite.rule_runner``, the container's entrypoint) with its
+   RuleParameters as environment variables and a private opt-ml folder, following the trial
+   while it is written.
 3. Print the rule statuses as DescribeTrainingJob's ``DebugRuleEvaluationStatuses`` shows them.
+4. Print the trial summary and write the HTML report (``report.html`` in the output folder).
 
 No AWS and no network: the trial is a local folder, the custom rule a local file.
 
@@ -40,6 +42,9 @@ def hook_config(trial_dir: Path) -> dict[str, Any]:
             {"CollectionName": "weights"},
             {"CollectionName": "gradients"},
             {"CollectionName": "losses"},
+            {"CollectionName": "relu_activations",  # the hidden layer's output, for the report
+             "CollectionParameters": {"include_regex": "^1_output_0$",
+                                      "save_interval": "5"}},
         ],
     }
 
@@ -72,9 +77,10 @@ def _base_env() -> dict[str, str]:
 def training_command(launcher: str) -> list[str]:
     script = str(DEMO / "train.py")
     if launcher == "auto":
-        launcher = "container" if (ROOT / "container" / "train.py").is_file() else "manual"
+        launcher_file = ROOT / "smdebug_lite" / "launcher" / "train.py"
+        launcher = "container" if launcher_file.is_file() else "manual"
     if launcher == "container":  # zero code change: the launcher attaches the hook
-        return [sys.executable, "-m", "container.train", script]
+        return [sys.executable, "-m", "smdebug_lite.launcher.train", script]
     return [sys.executable, script, "--manual-hook"]
 
 
@@ -94,7 +100,7 @@ def start_rule_job(rule: dict[str, Any], trial_dir: Path, out: Path) -> subproce
     log = open(job_dir / "rule_runner.log", "wb")  # noqa: SIM115 - owned by the child
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "rule_runner", "--opt-ml", str(job_dir / "opt_ml")],
+            [sys.executable, "-m", "smdebug_lite.rule_runner", "--opt-ml", str(job_dir / "opt_ml")],
             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
     finally:
         log.close()
@@ -149,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after-training", action="store_true",
                    help="start the rule jobs when training has finished instead of alongside it")
     p.add_argument("--launcher", choices=("auto", "container", "manual"), default="auto",
-                   help="container: python -m container.train (zero code change); manual: the "
-                        "script creates the hook; auto: container when available")
+                   help="container: python -m smdebug_lite.launcher.train (zero code change); "
+                        "manual: the script creates the hook; auto: container when available")
     p.add_argument("--timeout", type=float, default=600, help="give up after this many seconds")
     args = p.parse_args(argv)
 
@@ -202,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(statuses))
     print(f"\n(trial: {trial_dir}; rule job folders and logs: {out / 'rules'})")
     failed = train_rc != 0 or any(s["RuleEvaluationStatus"] == "Error" for s in statuses)
+    if train_rc == 0:
+        from show_run import show  # demo/show_run.py: summary and HTML report
+
+        failed = not show(rules, trial_dir, out, _base_env()) or failed
     return 1 if failed else 0
 
 

@@ -238,7 +238,7 @@ def load_source(path, name):
 @dataclass
 class Phase:
     code: str
-    launcher: tuple[str, ...] = ()  # e.g. ("-m", "container") for zero-code-change training
+    launcher: tuple[str, ...] = ()  # ("-m", "smdebug_lite.launcher"): zero-code-change training
     ok_codes: tuple[int, ...] = (0,)
     expect_output: str = ""  # must appear in stdout/stderr (a rule's own log line)
 
@@ -263,7 +263,8 @@ def _rule_job(source: str, rule: str, *params: str, expect: str = "") -> Phase:
     for p in params:
         args += ["-p", p]
     args += ["--trial-timeout", "30"]
-    return Phase("", ("-m", "rule_runner", *args), ok_codes=(0, 1), expect_output=expect)
+    return Phase("", ("-m", "smdebug_lite.rule_runner", *args), ok_codes=(0, 1),
+                 expect_output=expect)
 
 
 PT_MNIST_TRAIN = """
@@ -791,7 +792,8 @@ def programs() -> list[Program]:
                 ),
             },
             [
-                Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"), ("-m", "container")),
+                Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"),
+                      ("-m", "smdebug_lite.launcher")),
                 Phase(TF_ZCC_ANALYSIS),
             ],
         ),
@@ -808,7 +810,8 @@ def programs() -> list[Program]:
                 )
             },
             [
-                Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"), ("-m", "container")),
+                Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"),
+                      ("-m", "smdebug_lite.launcher")),
                 Phase(TF_BUILTIN_RULE_ANALYSIS),
             ],
         ),
@@ -821,7 +824,7 @@ def programs() -> list[Program]:
                     metrics=save_2, feature_importance=save_2, full_shap=save_2, average_shap=save_2
                 )
             },
-            [Phase(XGB_CENSUS_TRAIN, ("-m", "container")), Phase(XGB_CENSUS_ANALYSIS)],
+            [Phase(XGB_CENSUS_TRAIN, ("-m", "smdebug_lite.launcher")), Phase(XGB_CENSUS_ANALYSIS)],
         ),
         Program(
             "xgboost_realtime_analysis: notebook analysis (confusion matrix per step)",
@@ -832,7 +835,8 @@ def programs() -> list[Program]:
                     metrics=save_2, predictions=save_2, labels=save_2
                 )
             },
-            [Phase(XGB_REALTIME_TRAIN, ("-m", "container")), Phase(XGB_REALTIME_ANALYSIS)],
+            [Phase(XGB_REALTIME_TRAIN, ("-m", "smdebug_lite.launcher")),
+             Phase(XGB_REALTIME_ANALYSIS)],
         ),
     ]
 
@@ -904,7 +908,8 @@ def run_program(prog: Program, source: ExampleSource, python: str, keep: bool) -
             except subprocess.TimeoutExpired:
                 return "FAIL", f"phase {i}: timed out after {PHASE_TIMEOUT_S}s"
             if done.returncode not in phase.ok_codes:
-                what = "rule job" if phase.launcher[:2] == ("-m", "rule_runner") else "driver"
+                is_rule = phase.launcher[:2] == ("-m", "smdebug_lite.rule_runner")
+                what = "rule job" if is_rule else "driver"
                 detail = _first_error_line(done.stderr + "\n" + done.stdout)
                 return "FAIL", f"phase {i} ({what}, exit {done.returncode}): {detail}"
             if phase.expect_output and phase.expect_output not in done.stdout + done.stderr:

@@ -4,6 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh torch,tensorflow,xgboost,test
+# Headless Chromium renders the HTML report in tests/test_report.py (which skips without it).
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+    && [ "$(id -u)" = 0 ]; then
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
+    >/dev/null 2>&1 || echo "[test] chromium could not be installed; the report's browser test will skip"
+fi
 PY="${VENV:-.venv}/bin/python"
 "$PY" -m ruff check .
-exec "$PY" -m pytest -q "$@"
+"$PY" -m pytest -q "$@"
+# The images, built and run without a Docker daemon: on a full run, where buildah is installed,
+# unless SMDEBUG_CONTAINER_TEST=0.
+if [ $# -eq 0 ] && [ "${SMDEBUG_CONTAINER_TEST:-1}" != 0 ] && command -v buildah >/dev/null; then
+  bash scripts/container-test.sh
+fi

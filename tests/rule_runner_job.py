@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,30 @@ class OptMlJob:
     def failure(self) -> str | None:
         p = self.opt_ml / "output" / "failure"
         return p.read_text() if p.exists() else None
+
+
+# A private /opt/ml for one process: a new mount namespace with `opt_ml` bound over /opt/ml,
+# what `docker run -v opt_ml:/opt/ml` gives a container. Needs root or CAP_SYS_ADMIN.
+PRIVATE_OPT_ML_SCRIPT = (
+    'set -e; mount --make-rprivate /; mkdir -p /opt/ml; mount --bind "$1" /opt/ml; '
+    'shift; exec "$@"'
+)
+
+
+def with_private_opt_ml(opt_ml: Path, argv: list[str]) -> list[str]:
+    """`argv` run with `opt_ml` mounted at /opt/ml, visible to that process only."""
+    return ["unshare", "-m", "sh", "-c", PRIVATE_OPT_ML_SCRIPT, "sh", str(opt_ml), *argv]
+
+
+def private_opt_ml_problem(probe_dir: Path) -> str | None:
+    """Why a private /opt/ml cannot be made here, or None when it can."""
+    (probe_dir / "marker").write_text("x")
+    try:
+        proc = subprocess.run(with_private_opt_ml(probe_dir, ["test", "-e", "/opt/ml/marker"]),
+                              capture_output=True, text=True, timeout=30)
+    except FileNotFoundError:
+        return "unshare(1) is not installed; these tests need a private /opt/ml mount"
+    if proc.returncode != 0:
+        return ("unshare -m with a bind mount over /opt/ml is not permitted here (needs root or "
+                f"CAP_SYS_ADMIN): {proc.stderr.strip()}")
+    return None

@@ -239,3 +239,18 @@ def test_buildspec_commands_are_valid_bash(buildspec) -> None:
     script = "\n".join(c for phase in buildspec["phases"].values() for c in phase.get("commands", []))
     proc = subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_wheel_installs_no_generic_top_level_package() -> None:
+    """The container programs live under smdebug_lite; a top-level `container` or `rule_runner`
+    would collide with other distributions."""
+    import importlib
+
+    wheel = _pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]
+    assert wheel["packages"] == ["smdebug_lite"]
+    scripts = _pyproject()["project"]["scripts"]
+    for name in ("smdebug-rule-runner", "smdebug-train"):
+        module, _, attr = scripts[name].partition(":")
+        assert module.startswith("smdebug_lite."), scripts[name]
+        assert callable(getattr(importlib.import_module(module), attr)), scripts[name]
+    assert not (ROOT / "container").exists() and not (ROOT / "rule_runner").exists()

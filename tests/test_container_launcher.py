@@ -79,7 +79,8 @@ def _launch(tmp_path: Path, *args: str, env: dict | None = None, script: str = T
                 if k not in ("SMDEBUG_CONFIG_FILE_PATH", "USE_SMDEBUG", "TRAINING_JOB_NAME")}
     full_env["PYTHONPATH"] = str(REPO)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "container.train", str(script_path), *args],
+    return subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", str(script_path),
+                           *args],
                           capture_output=True, text=True, cwd=tmp_path, env=full_env, timeout=300)
 
 

@@ -1,4 +1,5 @@
-"""A fresh run of the demo trains, runs four rule jobs next to training and prints their statuses."""
+"""A fresh run of the demo trains, runs four rule jobs next to training, prints their statuses,
+then the trial summary, and writes the HTML report."""
 
 from __future__ import annotations
 
@@ -34,3 +35,15 @@ def test_demo_prints_rule_statuses(tmp_path: Path, extra: list[str]) -> None:
     assert "StatusDetails" not in statuses["VanishingGradient"]  # as DescribeTrainingJob
     assert statuses["WeightLimit"]["StatusDetails"].endswith("condition being met\n")
     assert (tmp_path / "demo" / "trial" / "training_job_end.ts").exists()
+
+    # It ends with the trial summary and the HTML report, and says where the report is.
+    summary = out[out.index("Trial summary:"):]
+    assert "TRAIN: 60" in summary and "EVAL: 5" in summary, summary
+    report = tmp_path / "demo" / "report.html"
+    assert f"HTML report: {report}" in out
+    text = report.read_text(encoding="utf-8")
+    assert len(text) > 50_000 and text.count('src="data:image/png;base64,') == 4, len(text)
+    assert 'status IssuesFound">IssuesFound</span></td><td class="num">' in text  # WeightLimit
+    for section in ("Loss per mode", "Gradient norm per layer", "Weights", "Activations",
+                    "First NaN / Inf"):
+        assert f"<h3>{section}</h3>" in text

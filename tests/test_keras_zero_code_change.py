@@ -51,8 +51,8 @@ def test_unmodified_keras_script(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}
     env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
-    proc = subprocess.run([sys.executable, "-m", "container.train", "train.py"], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", "train.py"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TRAINING DONE" in proc.stdout
     assert (out / "training_job_end.ts").exists()

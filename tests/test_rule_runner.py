@@ -1,4 +1,5 @@
-"""End-to-end rule jobs: `python -m rule_runner` as a real subprocess, as a container would run.
+"""End-to-end rule jobs: `python -m smdebug_lite.rule_runner` as a real subprocess, as a container
+would run.
 
 Each job gets a private ``/opt/ml`` (a new mount namespace with a bind mount over /opt/ml, what
 ``docker run -v dir:/opt/ml`` gives a container), the trial and the rule source live in a real
@@ -159,7 +160,7 @@ class RuleJob(OptMlJob):
 
     def command(self, *args: str) -> list[str]:
         return ["unshare", "-m", "sh", "-c", NAMESPACE_SCRIPT, "sh", str(self.opt_ml),
-                sys.executable, "-m", "rule_runner", *args]
+                sys.executable, "-m", "smdebug_lite.rule_runner", *args]
 
     def run(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         proc = subprocess.run(self.command(*args), env=self.env, cwd=ROOT, capture_output=True,
@@ -417,3 +418,20 @@ def test_sigterm_stops_promptly(tmp_path, s3_endpoint, s3, s3_bucket, rule_sourc
     assert job.failure() is None
     assert job.message().startswith("Stopped:")
     assert "Received signal 15" in job.output
+
+
+def test_unwritable_output_folder_is_an_error_not_issues_found(tmp_path) -> None:
+    """A status folder that cannot be created (in a container: a mount its user may not write
+    to) ends the job as Error (exit 2) with a message naming the folder, not with a traceback
+    whose exit code 1 would read as IssuesFound."""
+    job = OptMlJob(tmp_path, "VanishingGradient")
+    (job.opt_ml / "processing").write_text("not a folder")
+    proc = subprocess.run(
+        [sys.executable, "-m", "smdebug_lite.rule_runner", "--opt-ml", str(job.opt_ml),
+         "--rule", "VanishingGradient", "--base-trial", str(TRIAL_SRC)],
+        env=job.base_env(tmp_path), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr
+    message = job.message()
+    assert message and message.startswith("ClientError: cannot write the job's output files")
+    assert str(job.opt_ml / "processing" / "output" / "rule") in message

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from rule_runner import EXIT_ERROR, EXIT_ISSUES_FOUND, EXIT_NO_ISSUES
-from rule_runner.params import ConfigError, build_config, parse_step, rebase
-from rule_runner.runner import bind_arguments
-from rule_runner.source import SourceError, load_user_rule, safe_extract
-from rule_runner.status import MAX_MESSAGE_BYTES, Outcome, StatusReport, truncate_utf8
+from smdebug_lite.rule_runner import EXIT_ERROR, EXIT_ISSUES_FOUND, EXIT_NO_ISSUES
+from smdebug_lite.rule_runner.params import ConfigError, build_config, parse_step, rebase
+from smdebug_lite.rule_runner.runner import bind_arguments
+from smdebug_lite.rule_runner.source import SourceError, load_user_rule, safe_extract
+from smdebug_lite.rule_runner.status import MAX_MESSAGE_BYTES, Outcome, StatusReport, truncate_utf8
 
 # --- configuration -------------------------------------------------------------------------
 

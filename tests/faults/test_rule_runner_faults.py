@@ -1,6 +1,6 @@
 """Faults on the rule side: a rule that exits, credentials among the RuleParameters, trials
-that stop growing. Each job is `python -m rule_runner` as a real subprocess with a private
-``--opt-ml`` root and a local copy of a golden trial (training writes no end marker where a
+that stop growing. Each job is `python -m smdebug_lite.rule_runner` as a real subprocess with a
+private ``--opt-ml`` root and a local copy of a golden trial (training writes no end marker where a
 test needs a trial that is still "running").
 """
 
@@ -121,8 +121,9 @@ class Job(OptMlJob):
 
     def run(self, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, "-m", "rule_runner", "--opt-ml", str(self.opt_ml),
-                               *args], env=self.env, cwd=ROOT, capture_output=True, text=True,
+        proc = subprocess.run([sys.executable, "-m", "smdebug_lite.rule_runner",
+                               "--opt-ml", str(self.opt_ml), *args],
+                              env=self.env, cwd=ROOT, capture_output=True, text=True,
                               timeout=timeout)
         self.elapsed = time.monotonic() - started
         self.stdout, self.stderr = proc.stdout, proc.stderr

@@ -15,7 +15,7 @@ from types import ModuleType
 
 from smdebug_lite.logger import get_logger
 
-logger = get_logger("container.import_watch")
+logger = get_logger("launcher.import_watch")
 
 Callback = Callable[[ModuleType], None]
 

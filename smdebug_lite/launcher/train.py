@@ -1,9 +1,10 @@
-"""``smdebug-train script.py args...`` / ``python -m container.train script.py args...``.
+"""``smdebug-train script.py args...`` (``python -m smdebug_lite.launcher.train`` from a checkout).
 
 Runs an unmodified training script (or ``-m module``) with the hook that SageMaker's
 DebugHookConfig asks for ($SMDEBUG_CONFIG_FILE_PATH, else
-/opt/ml/input/config/debughookconfig.json). Frameworks are attached only when the script imports
-them (see container/attachers.py). Debugging is off, and the script runs exactly as it would
+/opt/ml/input/config/debughookconfig.json; without either file, the same document inline in
+$SMDEBUG_HOOK_CONFIG or the ``smdebug_hook_config`` hyperparameter). Frameworks are attached only when the script imports
+them (see attachers.py). Debugging is off, and the script runs exactly as it would
 without the launcher, when there is no config, when USE_SMDEBUG is 0/false/no/off, or when the
 config is unusable; the last case is reported once, naming the key and value.
 """
@@ -14,16 +15,43 @@ import os
 import runpy
 import sys
 
-from container.attachers import ATTACHERS, Attacher, Closer
-from container.import_watch import forget, when_imported
-from container.sagemaker_entry import EntryPointError, resolve_train_command
-from smdebug_lite.config.hook_json import HookConfigError, config_file_path, parse_hook_config
+from smdebug_lite.config.hook_json import (
+    CONFIG_FILE_PATH_ENV,
+    HookConfigError,
+    config_file_path,
+    parse_hook_config,
+)
 from smdebug_lite.hooks.singleton import USE_SMDEBUG_ENV, smdebug_enabled
+from smdebug_lite.launcher.attachers import ATTACHERS, Attacher, Closer
+from smdebug_lite.launcher.import_watch import forget, when_imported
+from smdebug_lite.launcher.inline_config import (
+    InlineConfigError,
+    find_inline_config,
+    install_inline_config,
+    remove_inline_config,
+)
+from smdebug_lite.launcher.sagemaker_entry import EntryPointError, resolve_train_command
 from smdebug_lite.logger import get_logger
 
-logger = get_logger("container.train")
+logger = get_logger("launcher.train")
 
 USAGE = "usage: smdebug-train [-m module | script.py | train] [args...]"
+
+
+def _inline_config(missing: str) -> str | None:
+    """The inline configuration (env or hyperparameter) written to a file, if the job has one."""
+    try:
+        found = find_inline_config()
+    except (InlineConfigError, HookConfigError) as e:
+        logger.error("smdebug-lite is off for this run: %s", e)
+        return None
+    if found is None:
+        logger.info("No hook configuration at %s: running without smdebug-lite", missing)
+        return None
+    where, document = found
+    path = install_inline_config(document)
+    logger.info("No hook configuration at %s: using the one in the %s", missing, where)
+    return path
 
 
 def _config_to_use() -> str | None:
@@ -32,8 +60,7 @@ def _config_to_use() -> str | None:
         return None
     path = config_file_path()
     if not os.path.isfile(path):
-        logger.info("No hook configuration at %s: running without smdebug-lite", path)
-        return None
+        return _inline_config(path)
     try:
         parse_hook_config(path)  # fail early and clearly; frameworks parse it again when attached
     except HookConfigError as e:
@@ -78,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     as_module = args[0] == "-m"
     target, rest = (args[1], args[2:]) if as_module else (args[0], args[1:])
     closers: list[Closer] = []
+    saved_config_env = os.environ.get(CONFIG_FILE_PATH_ENV)
     config_path = _config_to_use()
+    inline = config_path is not None and os.environ.get(CONFIG_FILE_PATH_ENV) != saved_config_env
     if config_path is not None:
         _install(config_path, closers)
     saved_argv, saved_path = sys.argv[:], sys.path[:]
@@ -100,6 +129,12 @@ def main(argv: list[str] | None = None) -> int:
                 logger.error("smdebug-lite could not close its hook: %s", e)
         forget()
         sys.argv, sys.path[:] = saved_argv, saved_path
+        if inline:
+            remove_inline_config(config_path)
+            if saved_config_env is None:
+                os.environ.pop(CONFIG_FILE_PATH_ENV, None)
+            else:
+                os.environ[CONFIG_FILE_PATH_ENV] = saved_config_env
     return code
 
 

@@ -1,4 +1,5 @@
-"""The rule-evaluator container program (``smdebug-rule-runner`` / ``python -m rule_runner``).
+"""The rule-evaluator container program: ``smdebug-rule-runner``, or
+``python -m smdebug_lite.rule_runner``.
 
 SageMaker runs each ``DebugRuleConfigurations`` entry as a Processing job on the configured
 ``RuleEvaluatorImage``. This package is that image's entrypoint, and it also runs on a laptop

@@ -1,4 +1,5 @@
-"""Command line of the rule evaluator: ``smdebug-rule-runner`` / ``python -m rule_runner``.
+"""Command line of the rule evaluator: ``smdebug-rule-runner`` or
+``python -m smdebug_lite.rule_runner``.
 
 In the container no flags are needed: RuleParameters arrive as environment variables and
 ``/opt/ml/config/processingjobconfig.json``. Flags exist for local runs and override both.
@@ -13,8 +14,15 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from rule_runner import EXIT_ERROR
-from rule_runner.params import (
+from smdebug_lite.redact import (
+    RedactingStream,
+    redact,
+    redacting_filter,
+    register_from_environment,
+    register_secrets,
+)
+from smdebug_lite.rule_runner import EXIT_ERROR
+from smdebug_lite.rule_runner.params import (
     ACTION_JSON,
     BASE_TRIAL,
     END_STEP,
@@ -26,14 +34,8 @@ from rule_runner.params import (
     START_STEP,
     TRIAL_TIMEOUT_ENV,
     ConfigError,
+    RunnerConfig,
     build_config,
-)
-from smdebug_lite.redact import (
-    RedactingStream,
-    redact,
-    redacting_filter,
-    register_from_environment,
-    register_secrets,
 )
 
 WAIT_LOG_ENV = "SM_RULE_WAIT_LOG_S"  # how often to log "waiting for data" (default 30 s)
@@ -116,11 +118,29 @@ def _scrub_standard_streams() -> None:
             setattr(sys, name, RedactingStream(stream))
 
 
+def _unwritable_output(cfg: RunnerConfig, err: OSError) -> int:
+    """The status files are the job's only way to report: say clearly why they cannot be
+    written (typically a folder mounted into the container that its user may not write to),
+    instead of a traceback whose exit code reads like IssuesFound."""
+    from smdebug_lite.rule_runner.status import atomic_write_text, error_message
+
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    cause = (f"cannot write the job's output files ({err.strerror or err}: {err.filename}); "
+             f"{cfg.output_dir} and {cfg.message_file.parent} must be writable"
+             + (f" by the user the job runs as (uid {uid})" if uid is not None else ""))
+    logging.getLogger("rule_runner").error("ClientError: %s", cause)
+    try:
+        atomic_write_text(cfg.message_file, error_message(cause))
+    except OSError:
+        pass  # the message file's folder is not writable either; the log says it all
+    return EXIT_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one rule job and return its exit code (see `rule_runner` for the codes)."""
-    from rule_runner.runner import make_report, run_job
-    from rule_runner.source import ensure_smdebug_alias
-    from rule_runner.status import Outcome
+    from smdebug_lite.rule_runner.runner import make_report, run_job
+    from smdebug_lite.rule_runner.source import ensure_smdebug_alias
+    from smdebug_lite.rule_runner.status import Outcome
 
     _scrub_standard_streams()
     args = parse_args(argv)
@@ -157,7 +177,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         wait_log_s = float(os.environ.get(WAIT_LOG_ENV) or 30.0)
     except ValueError:
         wait_log_s = 30.0
-    outcome, _ = run_job(cfg, stop_grace_s=args.stop_grace, wait_log_s=wait_log_s)
+    try:
+        outcome, _ = run_job(cfg, stop_grace_s=args.stop_grace, wait_log_s=wait_log_s)
+    except OSError as e:
+        return _unwritable_output(cfg, e)
     if any(t.name == "rule-job" and t.is_alive() for t in threading.enumerate()):
         # The worker is stuck in a blocking call; don't let interpreter shutdown wait on it.
         logging.shutdown()

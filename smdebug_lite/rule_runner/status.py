@@ -21,8 +21,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from rule_runner import EXIT_ERROR, EXIT_ISSUES_FOUND, EXIT_NO_ISSUES, EXIT_STOPPED_BASE
 from smdebug_lite.redact import redact
+from smdebug_lite.rule_runner import (
+    EXIT_ERROR,
+    EXIT_ISSUES_FOUND,
+    EXIT_NO_ISSUES,
+    EXIT_STOPPED_BASE,
+)
 
 IN_PROGRESS = "InProgress"
 NO_ISSUES_FOUND = "NoIssuesFound"

@@ -24,7 +24,7 @@ class Attacher:
 
 
 def _attach_pytorch(config_path: str) -> Closer | None:
-    from container.attach_pytorch import attach
+    from smdebug_lite.launcher.attach_pytorch import attach
 
     return attach(config_path)
 
@@ -38,7 +38,7 @@ def register_attacher(attacher: Attacher) -> None:
 
 
 # TensorFlow/Keras and XGBoost (their modules import no framework until attach() runs).
-from container import attach_tensorflow, attach_xgboost  # noqa: E402
+from smdebug_lite.launcher import attach_tensorflow, attach_xgboost  # noqa: E402
 
 register_attacher(Attacher("tensorflow", "keras", attach_tensorflow.attach))
 register_attacher(Attacher("xgboost", "xgboost", attach_xgboost.attach))

@@ -21,7 +21,7 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import get_hook
 from smdebug_lite.pytorch.hook import Hook, in_backward_pass
 
-logger = get_logger("container.attach_pytorch")
+logger = get_logger("launcher.attach_pytorch")
 
 
 def _has_parameters(module: nn.Module) -> bool:

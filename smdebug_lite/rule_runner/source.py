@@ -17,7 +17,7 @@ import tarfile
 from pathlib import Path
 from types import ModuleType
 
-from rule_runner.params import ConfigError
+from smdebug_lite.rule_runner.params import ConfigError
 
 ARCHIVE_SUFFIXES = (".tar.gz", ".tgz")
 MAX_ARCHIVE_BYTES = 1 << 30  # refuse archives that expand beyond 1 GiB

@@ -15,7 +15,7 @@ from typing import Any
 
 from smdebug_lite.logger import get_logger
 
-logger = get_logger("container.attach_xgboost")
+logger = get_logger("launcher.attach_xgboost")
 
 # Where `train` is looked up: the package, its module, and the sklearn wrapper's own import.
 _HOMES = ("xgboost", "xgboost.training", "xgboost.sklearn")

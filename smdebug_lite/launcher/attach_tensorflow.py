@@ -12,7 +12,7 @@ from typing import Any
 
 from smdebug_lite.logger import get_logger
 
-logger = get_logger("container.attach_tensorflow")
+logger = get_logger("launcher.attach_tensorflow")
 
 _METHODS = ("fit", "evaluate", "predict")
 

@@ -13,6 +13,8 @@ import json
 import os
 
 DEFAULT_OPT_ML = "/opt/ml"
+# Read by the launcher itself (see inline_config.py), so never passed on to the script.
+HOOK_CONFIG_HYPERPARAMETER = "smdebug_hook_config"
 
 
 class EntryPointError(ValueError):
@@ -23,7 +25,8 @@ def _opt_ml() -> str:
     return os.environ.get("SM_OPT_ML", DEFAULT_OPT_ML)
 
 
-def _hyperparameters() -> dict[str, str]:
+def hyperparameters() -> dict[str, str]:
+    """The job's hyperparameters.json (every value as text); empty when there is none."""
     path = os.path.join(_opt_ml(), "input", "config", "hyperparameters.json")
     if not os.path.isfile(path):
         return {}
@@ -47,7 +50,7 @@ def _decode(value: str) -> str:
 
 def resolve_train_command() -> list[str]:
     """[script, args...] for a ``train`` invocation."""
-    hps = _hyperparameters()
+    hps = hyperparameters()
     program = os.environ.get("SAGEMAKER_PROGRAM") or _decode(hps.get("sagemaker_program", ""))
     if not program:
         raise EntryPointError(
@@ -62,7 +65,7 @@ def resolve_train_command() -> list[str]:
         raise EntryPointError(f"entry point {program!r} not found (looked for {script})")
     args: list[str] = []
     for name, value in hps.items():
-        if name.startswith("sagemaker_"):
+        if name.startswith("sagemaker_") or name == HOOK_CONFIG_HYPERPARAMETER:
             continue
         args += [f"--{name}", _decode(value)]
     return [script, *args]
