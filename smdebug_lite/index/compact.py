@@ -139,7 +139,8 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
         min_files = DEFAULT_MIN_FILES
     try:
         result = compact_trial(out_dir, min_files=min_files)
-        logger.info("Compacted the index: %s", result)
+        if result.chunks_written:  # a short run is left as it is, and says nothing
+            logger.info("Compacted the index: %s", result)
         return result
     except Exception as e:  # the trial is complete without a manifest
         logger.warning("Could not compact the index of %s: %s: %s", out_dir, type(e).__name__, e)
