@@ -23,10 +23,13 @@ import argparse
 import json
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -37,13 +40,18 @@ sys.path.insert(0, str(REPO))
 
 from bench._common import ratio, ref_python  # noqa: E402
 from smdebug_lite.config import CollectionManager  # noqa: E402
+from smdebug_lite.format.crc import crc32c  # noqa: E402
 from smdebug_lite.format.index_file import IndexDocument, TensorEntry  # noqa: E402
 from smdebug_lite.format.locations import (  # noqa: E402
+    COLLECTIONS_DIR,
     END_OF_JOB_FILE,
+    EVENTS_DIR,
+    INDEX_GROUP_SIZE,
     collections_file_name,
     event_file_name,
     index_file_name,
 )
+from smdebug_lite.format.records import FOOTER_SIZE, HEADER_SIZE  # noqa: E402
 from smdebug_lite.format.tensor_codec import encode_tensor_record  # noqa: E402
 from smdebug_lite.index.compact import compact_trial  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
@@ -71,40 +79,231 @@ print(json.dumps(out))
 """
 
 
-def make_trial(root: Path, steps: int, workers: int, scalars: int) -> float:
-    """Write the trial; returns seconds taken."""
-    started = time.perf_counter()
-    names = [f"scalar_{i:02d}" for i in range(scalars)]
+# -- the synthetic trial ---------------------------------------------------------------------
+#
+# Every step of a worker has the same layout: SCALARS float32 records in one event file and an
+# index document listing them. Within a "shape" of step (mode, byte length of the step's varint,
+# digits of its mode step) records have the same lengths and offsets, so the event file is a
+# template encoded once by `encode_tensor_record`, patched per step at known positions (wall
+# time, step, value, mode step) and the index document a template filled with the step's
+# numbers and CRCs. Both are compared with the real encoders' output for the first steps of
+# every shape and at intervals, so the files are exactly what the writer would produce.
+
+_WALL = struct.Struct("<d")
+_VERIFY_EVERY = 4999
+
+
+def tensor_names(scalars: int) -> list[str]:
+    return [f"scalar_{i:02d}" for i in range(scalars)]
+
+
+def scalar_values(steps: int, scalars: int) -> np.ndarray:
+    """(steps, scalars) float32: the value of scalar k at step s (the same on every worker)."""
+    s = np.arange(steps, dtype=np.float64)[:, None]
+    return np.sin(s * 0.001 + np.arange(scalars, dtype=np.float64)[None, :]).astype(np.float32)
+
+
+def mode_of(step: int) -> tuple[ModeKeys, int]:
+    """Every 10th step (9, 19, ...) is an EVAL step; mode steps count each mode's own steps."""
+    if step % 10 == 9:
+        return ModeKeys.EVAL, step // 10
+    return ModeKeys.TRAIN, step - step // 10
+
+
+def wall_time(step: int) -> float:
+    return 1.0e9 + step
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _real_step(names: list[str], values: np.ndarray, step: int, workers: list[str]
+               ) -> tuple[bytes, list[TensorEntry], list[bytes]]:
+    """One step encoded by the format helpers: (event file, entries, index file per worker)."""
+    mode, mode_step = mode_of(step)
+    chunks: list = []
+    entries = []
+    offset = 0
+    for k, name in enumerate(names):
+        rec = encode_tensor_record(name, values[k:k + 1].reshape(()), step, mode.value,
+                                   mode_step, wall_time(step))
+        chunks += rec.chunks
+        entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
+                                   rec.shape, rec.content_offset, rec.orig_dtype))
+        offset += rec.length
+    event = b"".join(bytes(c) for c in chunks)
+    docs = [IndexDocument(step, w, mode, mode_step, event_file_name(step, w), entries)
+            .to_json().encode() for w in workers]
+    return event, entries, docs
+
+
+class _StepTemplate:
+    """The event file and index documents of one shape of step, with where each varies."""
+
+    _STEP_SENTINEL = 987654321098  # twelve digits, like every step in a file name
+    _MODE_STEP_SENTINEL = 876543219
+    _CRC_SENTINEL = 765432198700
+
+    def __init__(self, names: list[str], values: np.ndarray, step: int,
+                 workers: list[str]) -> None:
+        mode, mode_step = mode_of(step)
+        event, entries, _ = _real_step(names, values, step, workers)
+        self.event = bytearray(event)
+        self.step_len = len(_varint(step)) if step else 0
+        self.digits = len(str(mode_step))
+        self.wall_at: list[int] = []
+        self.step_at: list[int] = []
+        self.value_at: list[int] = []
+        self.mode_step_at: list[int] = []
+        self.payloads: list[tuple[int, int]] = []
+        for e in entries:
+            if e.shape != () or e.dtype != "<f4":
+                raise AssertionError(f"{e.name}: expected a float32 scalar record, got {e}")
+            start = e.start_idx + HEADER_SIZE
+            self.payloads.append((start, e.start_idx + e.length - FOOTER_SIZE))
+            self.wall_at.append(start + 1)
+            self.step_at.append(start + 10)
+            self.value_at.append(e.start_idx + e.content_offset)
+            at = self.event.find(b"\x09mode_step\x12", start) + 11
+            if self.event[at] != self.digits:
+                raise AssertionError(f"mode step of {e.name} not found at byte {at}")
+            self.mode_step_at.append(at + 1)
+        # Index documents: the real one with sentinels, turned into a %-format.
+        sentinel_entries = [TensorEntry(e.name, e.start_idx, e.length, self._CRC_SENTINEL + k,
+                                        e.dtype, e.shape, e.content_offset, e.orig_dtype)
+                            for k, e in enumerate(entries)]
+        self.docs: list[str] = []
+        for w in workers:
+            text = IndexDocument(self._STEP_SENTINEL, w, mode, self._MODE_STEP_SENTINEL,
+                                 event_file_name(self._STEP_SENTINEL, w),
+                                 sentinel_entries).to_json().replace("%", "%%")
+            text = text.replace(str(self._STEP_SENTINEL), "%(step)012d")
+            text = text.replace(str(self._MODE_STEP_SENTINEL), "%(mode_step)d")
+            for k in range(len(entries)):
+                text = text.replace(str(self._CRC_SENTINEL + k), f"%(c{k})d")
+            self.docs.append(text)
+
+    def fill(self, step: int, values: np.ndarray) -> tuple[bytes, list[bytes]]:
+        """(event file, index file per worker) of `step`, which must have this shape."""
+        mode_step = mode_of(step)[1]
+        buf = self.event
+        wall = _WALL.pack(wall_time(step))
+        step_bytes = _varint(step)
+        digits = str(mode_step).encode()
+        raw = values.tobytes()
+        fields: dict[str, int] = {"step": step, "mode_step": mode_step}
+        view = memoryview(buf)
+        for k, (a, b) in enumerate(self.payloads):
+            w = self.wall_at[k]
+            buf[w:w + 8] = wall
+            if self.step_len:
+                s = self.step_at[k]
+                buf[s:s + self.step_len] = step_bytes
+            v = self.value_at[k]
+            buf[v:v + 4] = raw[4 * k:4 * k + 4]
+            m = self.mode_step_at[k]
+            buf[m:m + self.digits] = digits
+            fields[f"c{k}"] = crc32c(view[a:b])
+        view.release()
+        return bytes(buf), [(d % fields).encode() for d in self.docs]
+
+
+def _shape_of(step: int) -> tuple[int, int, int]:
+    mode, mode_step = mode_of(step)
+    return mode.value, len(_varint(step)) if step else 0, len(str(mode_step))
+
+
+def generate_steps(steps: range, workers: int, scalars: int, values: np.ndarray | None = None
+                   ) -> Iterator[tuple[int, bytes, list[bytes]]]:
+    """(step, event file, index file per worker) for each step; every worker saved the same
+    values, so one event file serves them all."""
+    names = tensor_names(scalars)
+    worker_names = [f"worker_{w}" for w in range(workers)]
+    if values is None:
+        values = scalar_values(steps.stop, scalars)
+    templates: dict[tuple[int, int, int], _StepTemplate] = {}
+    uses: dict[tuple[int, int, int], int] = {}
+    for s in steps:
+        shape = _shape_of(s)
+        t = templates.get(shape)
+        if t is None:
+            t = templates[shape] = _StepTemplate(names, values[s], s, worker_names)
+            uses[shape] = 0
+        event, docs = t.fill(s, values[s])
+        uses[shape] += 1
+        if uses[shape] <= 2 or s % _VERIFY_EVERY == 0 or s == steps.stop - 1:
+            real_event, _, real_docs = _real_step(names, values[s], s, worker_names)
+            if event != real_event or docs != real_docs:
+                raise AssertionError(f"step {s}: templated files differ from the encoders'")
+        yield s, event, docs
+
+
+def _write_files(root: str, batch: list[tuple[str, bytes]], dirs: list[str]) -> None:
+    for d in dirs:
+        os.mkdir(os.path.join(root, d))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    for rel, data in batch:
+        fd = os.open(os.path.join(root, rel), flags, 0o644)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+
+def write_meta_files(put: Callable[[str, bytes], object], workers: int) -> None:
+    """Collections files of every worker and the end-of-job marker."""
+    text = CollectionManager(framework="pytorch", num_workers=workers).export().encode()
     for w in range(workers):
-        path = root / collections_file_name(f"worker_{w}")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(CollectionManager(framework="pytorch", num_workers=workers).export())
-    made: set[str] = set()
-    for s in range(steps):
-        mode, mode_step = (ModeKeys.EVAL, s // 10) if s % 10 == 9 else (ModeKeys.TRAIN, s)
-        chunks: list = []
-        entries = []
-        offset = 0
-        for k, name in enumerate(names):
-            rec = encode_tensor_record(name, np.array(np.float32(np.sin(s * 0.001 + k))), s,
-                                       mode.value, mode_step, 1.0e9 + s)
-            chunks += rec.chunks
-            entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
-                                       rec.shape, rec.content_offset, rec.orig_dtype))
-            offset += rec.length
-        event = b"".join(bytes(c) for c in chunks)
-        for w in range(workers):
-            worker = f"worker_{w}"
-            doc = IndexDocument(s, worker, mode, mode_step, event_file_name(s, worker), entries)
-            for rel, data in ((event_file_name(s, worker), event),
-                              (index_file_name(s, worker), doc.to_json().encode())):
-                d = os.path.dirname(rel)
-                if d not in made:
-                    (root / d).mkdir(parents=True, exist_ok=True)
-                    made.add(d)
-                with open(root / rel, "wb") as f:
-                    f.write(data)
-    (root / END_OF_JOB_FILE).write_bytes(b"")
+        put(collections_file_name(f"worker_{w}"), text)
+    put(END_OF_JOB_FILE, b"")
+
+
+def make_trial(root: Path, steps: int, workers: int, scalars: int, threads: int = 4,
+               batch_steps: int = 250) -> float:
+    """Write the trial under `root` (a new directory); returns seconds taken. Files are
+    written by a few threads (the system calls release the GIL) while steps are generated."""
+    started = time.perf_counter()
+    root_s = str(root)
+    worker_names = [f"worker_{w}" for w in range(workers)]
+    for d in (COLLECTIONS_DIR, EVENTS_DIR):
+        os.makedirs(os.path.join(root_s, d), exist_ok=True)
+    for g in range(0, max(steps, 1), INDEX_GROUP_SIZE):
+        os.makedirs(os.path.join(root_s, os.path.dirname(index_file_name(g, "w"))),
+                    exist_ok=True)
+
+    def put(rel: str, data: bytes) -> None:
+        with open(os.path.join(root_s, rel), "wb") as f:
+            f.write(data)
+
+    write_meta_files(put, workers)
+    (root / END_OF_JOB_FILE).unlink()  # written last, as a finished job does
+    pending: list[Future] = []
+    batch: list[tuple[str, bytes]] = []
+    dirs: list[str] = []
+    with ThreadPoolExecutor(threads) as pool:
+        for s, event, docs in generate_steps(range(steps), workers, scalars):
+            dirs.append(os.path.dirname(event_file_name(s, "w")))
+            for w, doc in zip(worker_names, docs, strict=True):
+                batch.append((event_file_name(s, w), event))
+                batch.append((index_file_name(s, w), doc))
+            if len(dirs) >= batch_steps:
+                pending.append(pool.submit(_write_files, root_s, batch, dirs))
+                batch, dirs = [], []
+                while len(pending) > 2 * threads:  # bounded: memory stays one window
+                    pending.pop(0).result()
+        pending.append(pool.submit(_write_files, root_s, batch, dirs))
+        for f in pending:
+            f.result()
+    put(END_OF_JOB_FILE, b"")
     return time.perf_counter() - started
 
 

@@ -147,7 +147,7 @@ def build_job(path: Path, steps: int, tensors: int) -> None:
 
     from smdebug_lite.config import CollectionManager
     from smdebug_lite.modes import ModeKeys
-    from smdebug_lite.writer import TrialWriter
+    from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
     stamp = path / ".bench_job"
     spec = f"{steps}x{tensors}"

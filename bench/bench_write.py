@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench._common import ratio, run_reference  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
-from smdebug_lite.writer import TrialWriter  # noqa: E402
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter  # noqa: E402
 
 MiB = 1 << 20
 

@@ -3,7 +3,7 @@
 # The reference venv with real smdebug 1.0.34 is built on first use (tests/refvenv.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh torch,tensorflow,xgboost,test
+bash scripts/setup.sh torch,tensorflow,xgboost,lightning,huggingface,test
 # Headless Chromium renders the HTML report in tests/test_report.py (which skips without it).
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
     && [ "$(id -u)" = 0 ]; then

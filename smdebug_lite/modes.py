@@ -39,3 +39,15 @@ def parse_mode(mode: object, argument: str = "mode") -> ModeKeys:
     raise SMDebugValueError(
         f"{argument}={mode!r} is not a mode; expected one of {', '.join(ALLOWED_MODE_NAMES)}"
     )
+
+
+def as_mode(mode: object) -> ModeKeys | None:
+    """A ModeKeys from ours, from any enum with the same member names (e.g. smdebug's), a name
+    or an int value. None stays None: as in smdebug, a mode under which nothing was saved (no
+    steps, no tensors; a value lookup raises StepUnavailable)."""
+    if mode.__class__ is ModeKeys or mode is None:
+        return mode  # type: ignore[return-value]
+    name = getattr(mode, "name", None)
+    if isinstance(mode, Enum) and name in ALLOWED_MODE_NAMES:
+        return ModeKeys[name]
+    return parse_mode(mode)

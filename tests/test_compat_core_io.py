@@ -62,7 +62,7 @@ from smdebug_lite.config.collection_manager import CollectionManager  # noqa: E4
 from smdebug_lite.format.locations import collections_file_name  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
 from smdebug_lite.storage import open_storage  # noqa: E402
-from smdebug_lite.writer.step_writer import StepWriter  # noqa: E402
+from smdebug_lite.writer import PendingStep as StepWriter  # noqa: E402
 
 VALUES = {
     "f32": np.arange(6, dtype=np.float32).reshape(2, 3),

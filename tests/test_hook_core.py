@@ -155,7 +155,7 @@ def test_stop_signal_from_a_rule_is_seen(tmp_path):
     hook = HookCore(str(tmp_path))
     assert hook.stop_requested() is False
     write_stop_signal(str(tmp_path), "LossNotDecreasing", "stop now")
-    hook._stop_poller = None  # skip the poll interval
+    hook.stop_signal.check_now()  # skip the poll interval
     assert hook.stop_requested() is True
     hook.close()
 

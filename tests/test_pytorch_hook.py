@@ -747,10 +747,10 @@ def test_snapshots_reuse_their_shared_memory_and_steps_go_over_in_short(tmp_path
             # before the first step is handed over), step 4 is the first in shared memory and is
             # sent in full; from step 6 on, only "again".
             if step == 6:
-                if not hasattr(hook._writer, "proc"):
+                if not hasattr(hook.trial_writer, "proc"):
                     pytest.skip("no writer process on this platform")
-                channel = hook._writer.proc.channel
-                board = hook._writer.proc.board
+                channel = hook.trial_writer.proc.channel
+                board = hook.trial_writer.proc.board
                 posted_before = board._slots[board._HEAD]
                 # (a message is (sequence number, kind, ...))
                 channel.send = lambda msg, fds=(), send=channel.send: (sent.append(msg[1]), send(msg, fds))[1]
@@ -762,7 +762,7 @@ def test_snapshots_reuse_their_shared_memory_and_steps_go_over_in_short(tmp_path
                 expected[("grad", step)] = model[0].weight.grad.clone().numpy()
             opt.step()
             if step % 2 == 1:  # the saved step before was handed over: let it be written
-                hook._writer.flush()
+                hook.trial_writer.flush()
         hook.close()
     finally:
         if channel is not None:
@@ -784,11 +784,11 @@ def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
     hook.register_module(model)
     for _ in range(3):
         model(torch.randn(2, 4))
-    proc = hook._writer.proc if hasattr(hook._writer, "proc") else None
+    proc = hook.trial_writer.proc if hasattr(hook.trial_writer, "proc") else None
     if proc is None:
         pytest.skip("no writer process on this platform")
-    buf = hook._buffer  # the raw copy captured this step, not yet handed over (or replayed)
-    snapshot = buf._items[0][1] if buf._items else buf._replay.items[0][1]
+    # the raw copy captured this step, not yet handed over (or replayed)
+    snapshot = hook.step_buffer.snapshots()[0]
     assert proc.arena.locate(snapshot) is not None  # copied once, read in place by the writer
     hook.close()
 

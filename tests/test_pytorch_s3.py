@@ -57,7 +57,7 @@ def test_upload_failure_is_reported_not_silent(s3_endpoint, s3_bucket):
         model(torch.randn(2, 6))
         model(torch.randn(2, 6))
         client = s3_endpoint.client()
-        hook._writer.flush()  # the first steps are uploaded
+        hook.trial_writer.flush()  # the first steps are uploaded
         for obj in client.list_objects_v2(Bucket=s3_bucket).get("Contents", []):
             client.delete_object(Bucket=s3_bucket, Key=obj["Key"])
         client.delete_bucket(Bucket=s3_bucket)  # the bucket disappears mid-run

@@ -225,3 +225,69 @@ def test_invalid_input_names_argument_and_value(build, needles):
     assert isinstance(info.value, ValueError)
     for needle in needles:
         assert needle in str(info.value), (needle, str(info.value))
+
+
+# -- counts (smdebug-lite extensions) -------------------------------------------------------------
+
+
+def test_counts_are_accepted_and_kept_out_of_smdebugs_string():
+    rc = ReductionConfig(reductions=["mean", "num_nan", "num_inf"], abs_norms=["l2"])
+    assert rc.iter_reductions() == [("mean", False), ("num_nan", False), ("num_inf", False),
+                                    ("l2", True)]
+    assert rc.reductions_string() == "mean,num_nan,num_inf,abs_l2_norm"
+    d = rc.to_json_dict()
+    assert d == {"save_raw_tensor": False, "reductions": "mean,abs_l2_norm", "save_shape": False,
+                 "extension_reductions": "num_nan,num_inf"}
+    assert ReductionConfig.from_dict(d) == rc
+    assert ReductionConfig.from_json(rc.to_json()) == rc
+    assert ReductionConfig.from_reductions_string("NUM_ZERO, max") == ReductionConfig(
+        reductions=["num_zero", "max"])
+    assert ReductionConfig.from_dict({"reductions": "num_nan,num_nan"}).reductions == ["num_nan"]
+    # without counts, the JSON form is exactly smdebug's
+    assert list(ReductionConfig(reductions=["mean"]).to_json_dict()) == [
+        "save_raw_tensor", "reductions", "save_shape"]
+
+
+@pytest.mark.parametrize(
+    ("build", "needles"),
+    [
+        (lambda: ReductionConfig(abs_reductions=["num_nan"]), ["abs_reductions", "num_nan",
+                                                                "no abs_ form"]),
+        (lambda: parse_reductions_string("abs_num_inf"), ["abs_num_inf", "no abs_ form"]),
+        (lambda: parse_reductions_string("num_nan_norm"), ["num_nan_norm", "num_zero"]),
+        (lambda: ReductionConfig(norms=["num_zero"]), ["norms", "num_zero"]),
+        (lambda: ReductionConfig.from_dict({"extension_reductions": "mean"}),
+         ["extension_reductions", "mean", "num_nan"]),
+    ],
+)
+def test_bad_counts_are_named(build, needles):
+    with pytest.raises(SMDebugValueError) as info:
+        build()
+    for needle in needles:
+        assert needle in str(info.value), (needle, str(info.value))
+
+
+def test_counts_in_debug_hook_config_json(tmp_path):
+    from smdebug_lite.config.hook_json import parse_hook_config
+
+    doc = {
+        "LocalPath": str(tmp_path / "out"),
+        "HookParameters": {"reductions": "num_nan,num_inf,abs_mean", "save_interval": "1"},
+        "CollectionConfigurations": [
+            {"CollectionName": "gradients",
+             "CollectionParameters": {"reductions": "num_zero,max", "save_raw_tensor": "true"}},
+        ],
+    }
+    path = tmp_path / "debughookconfig.json"
+    path.write_text(json.dumps(doc))
+    s = parse_hook_config(path)
+    assert s.reduction_config == ReductionConfig(reductions=["num_nan", "num_inf"],
+                                                 abs_reductions=["mean"])
+    grads = {c.name: c for c in s.collection_settings}["gradients"]
+    assert grads.reduction_config == ReductionConfig(reductions=["num_zero", "max"],
+                                                     save_raw_tensor=True)
+    doc["HookParameters"]["reductions"] = "abs_num_nan"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SMDebugValueError) as info:
+        parse_hook_config(path)
+    assert "abs_num_nan" in str(info.value) and "num_zero" in str(info.value)

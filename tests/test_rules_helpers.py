@@ -12,7 +12,7 @@ import numpy as np
 from smdebug_lite.config import Collection, CollectionManager
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import reduction_tensor_name
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 
 @dataclass

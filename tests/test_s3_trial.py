@@ -14,7 +14,7 @@ from trial_queries import answer, canonical
 
 from smdebug_lite.exceptions import StepNotYetAvailable, StepUnavailable, TensorCorrupted
 from smdebug_lite.trials import S3Trial, create_trial
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 

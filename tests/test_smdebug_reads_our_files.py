@@ -11,7 +11,7 @@ import pytest
 from refvenv import ref_python, run_ref
 
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 ARRAYS = {
     "f16": np.linspace(-1, 1, 5).astype(np.float16),

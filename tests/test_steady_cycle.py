@@ -71,8 +71,8 @@ def _run(out_dir, steps: int, interval: int, events=lambda hook, step, model, x,
         opt.step()
         # The writer finishes each step before the next saving one (else a saving step cannot
         # reuse the record's buffers, and goes the general way: correct, but not what is tested).
-        if flush(step) and hook._writer is not None:
-            hook._writer.flush()
+        if flush(step) and hook.trial_writer is not None:
+            hook.trial_writer.flush()
     hook.close()
 
 
@@ -152,7 +152,7 @@ def test_every_disturbance_of_the_cycle_gives_the_general_paths_files(tmp_path, 
             custom.include("Sequential_0.weight")
             custom.save_config = smd.SaveConfig(save_interval=4)
             hook.include_collections.append("custom")
-            hook._prepare_collections()
+            hook.prepare_collections()
         elif step == 156:  # set_step moves the counters
             hook.set_step(hook.step + 2)
         elif step >= 170 and not two_schedules and (hook.mode_step + 1) % 4 == 0:
@@ -186,9 +186,9 @@ def test_a_saving_step_never_reuses_buffers_the_writer_has_not_written(tmp_path,
 
     def events(hook, step, model, x, loss):
         if step == 15:
-            os.kill(hook._writer.proc.popen.pid, signal.SIGSTOP)
+            os.kill(hook.trial_writer.proc.popen.pid, signal.SIGSTOP)
         elif step == 18:
-            os.kill(hook._writer.proc.popen.pid, signal.SIGCONT)
+            os.kill(hook.trial_writer.proc.popen.pid, signal.SIGCONT)
         return None
 
     taken = _both_ways(tmp_path, monkeypatch, cycles, steps=30, interval=3, events=events,

@@ -54,7 +54,7 @@ def _hook(tmp_path, interval=2, **kwargs) -> smd.Hook:
 
 
 def _require_writer_process(hook: smd.Hook) -> None:
-    if not hasattr(hook._writer, "proc"):
+    if not hasattr(hook.trial_writer, "proc"):
         pytest.skip("no writer process on this platform")
 
 
@@ -89,7 +89,7 @@ def _train(hook, model, steps, interval=2, before_backward=None, after_backward=
                                    for n, p in model.named_parameters() if p.grad is not None})
         opt.step()
         if not saved:
-            hook._writer.flush()
+            hook.trial_writer.flush()
     hook.close()
     return expected
 
@@ -174,7 +174,7 @@ def test_parameters_changed_in_place_or_in_dtype_are_saved_as_they_are(tmp_path,
             model.float()
         model(torch.randn(6, 5, dtype=next(model.parameters()).dtype))
         if step % 2:
-            hook._writer.flush()
+            hook.trial_writer.flush()
     hook.close()
     got = read_out_dir(tmp_path / "double" / "run")
     assert got[("worker_0", 4)].tensors["Sequential_0.weight"].dtype == np.float64

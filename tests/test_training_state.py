@@ -101,7 +101,7 @@ def test_a_restarted_job_continues_the_step_numbers(tmp_path, checkpoint_dir, mo
 def test_without_checkpoint_config_nothing_is_recorded(tmp_path, monkeypatch):
     monkeypatch.setenv(training_state.CHECKPOINT_CONFIG_ENV, str(tmp_path / "absent.json"))
     hook = smd.Hook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=1))
-    assert hook._training_state is None
+    assert hook.training_state is None
     _train(hook, MLP(), steps=2)
     hook.close()
     assert trial_steps(tmp_path / "run") == [0, 1]
@@ -135,7 +135,7 @@ def test_a_bad_checkpoint_config_is_named(tmp_path, monkeypatch, warnings_seen, 
     monkeypatch.setenv(training_state.CHECKPOINT_CONFIG_ENV, str(config))
     hook = smd.Hook(str(tmp_path / "run"))
     hook.close()
-    assert hook._training_state is None
+    assert hook.training_state is None
     assert any(says in r.getMessage() and str(config) in r.getMessage()
                and "step counters will not be kept" in r.getMessage() for r in warnings_seen)
 

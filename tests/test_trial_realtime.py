@@ -20,7 +20,7 @@ import sys, time
 import numpy as np
 from smdebug_lite.config import CollectionManager
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 out, worker, num_workers, steps, delay, start_delay = sys.argv[1:7]
 num_workers, steps, delay, start_delay = int(num_workers), int(steps), float(delay), float(start_delay)

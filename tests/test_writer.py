@@ -18,7 +18,7 @@ from smdebug_lite.format.records import decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import LocalStorage, open_storage
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,11 @@ import pytest
 
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials import create_trial
-from smdebug_lite.writer import TrialWriter
-from smdebug_lite.writer import writer_process as wp
-from smdebug_lite.writer.shared_arena import Arena, shared_memory_supported
+from smdebug_lite.writer import ProcessTrialWriter, open_trial_writer
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
+from smdebug_lite.writer.process import handle
+from smdebug_lite.writer.process import lifecycle as wp
+from smdebug_lite.writer.process.shared_arena import Arena, shared_memory_supported
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,7 +60,7 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_writes_the_same_bytes_as_the_thread_writer(tmp_path):
     proc = wp.writer_process()
     assert proc is not None
-    _write(proc.open_writer(str(tmp_path / "p"), "worker_0"))
+    _write(ProcessTrialWriter(proc, str(tmp_path / "p"), "worker_0"))
     _write(TrialWriter(str(tmp_path / "t"), "worker_0"))
     ours, theirs = _files(tmp_path / "p"), _files(tmp_path / "t")
     assert ours.keys() == theirs.keys()
@@ -72,11 +74,11 @@ def test_writes_the_same_bytes_as_the_thread_writer(tmp_path):
 
 
 def test_open_trial_writer_uses_the_process_unless_told_otherwise(tmp_path, monkeypatch):
-    w = wp.open_trial_writer(str(tmp_path / "a"))
-    assert isinstance(w, wp.ProcessTrialWriter)
+    w = open_trial_writer(str(tmp_path / "a"))
+    assert isinstance(w, ProcessTrialWriter)
     w.close()
     monkeypatch.setenv("SMDEBUG_WRITER", "thread")
-    w = wp.open_trial_writer(str(tmp_path / "b"))
+    w = open_trial_writer(str(tmp_path / "b"))
     assert isinstance(w, TrialWriter)
     w.close()
 
@@ -84,8 +86,8 @@ def test_open_trial_writer_uses_the_process_unless_told_otherwise(tmp_path, monk
 def test_a_writer_process_that_cannot_start_leaves_writing_to_a_thread(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(wp, "_instance", None)
     monkeypatch.setattr(wp, "_unavailable", None)
-    monkeypatch.setattr(wp, "_BOOTSTRAP", "import sys; sys.exit(3)")
-    w = wp.open_trial_writer(str(tmp_path))
+    monkeypatch.setattr(handle, "_BOOTSTRAP", "import sys; sys.exit(3)")
+    w = open_trial_writer(str(tmp_path))
     assert isinstance(w, TrialWriter)
     assert "could not start its writer process" in caplog.text and "exit code 3" in caplog.text
     _write(w, steps=[0])
@@ -95,8 +97,8 @@ def test_a_writer_process_that_cannot_start_leaves_writing_to_a_thread(tmp_path,
 
 def test_an_unknown_writer_choice_is_named_in_a_warning(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SMDEBUG_WRITER", "procss")
-    w = wp.open_trial_writer(str(tmp_path))
-    assert isinstance(w, wp.ProcessTrialWriter)
+    w = open_trial_writer(str(tmp_path))
+    assert isinstance(w, ProcessTrialWriter)
     assert "SMDEBUG_WRITER='procss' is not one of process/thread" in caplog.text
     w.close()
 
@@ -106,7 +108,7 @@ def test_a_bad_start_timeout_is_named_and_writing_falls_back_to_a_thread(tmp_pat
     monkeypatch.setattr(wp, "_instance", None)
     monkeypatch.setattr(wp, "_unavailable", None)
     monkeypatch.setenv("SMDEBUG_WRITER_START_TIMEOUT_S", "soon")
-    w = wp.open_trial_writer(str(tmp_path))
+    w = open_trial_writer(str(tmp_path))
     assert isinstance(w, TrialWriter)
     assert "SMDEBUG_WRITER_START_TIMEOUT_S='soon' must be a positive number" in caplog.text
     _write(w, steps=[0])
@@ -194,9 +196,9 @@ def test_arena_waits_while_something_is_pending_then_gives_a_segment_of_its_own(
 
 
 def test_back_pressure_with_a_small_shared_memory(tmp_path):
-    proc = wp.WriterProcess(capacity=1 << 20)  # 1 MiB; each step is 0.8 MiB
+    proc = handle.WriterProcess(capacity=1 << 20)  # 1 MiB; each step is 0.8 MiB
     try:
-        w = proc.open_writer(str(tmp_path), "worker_0")
+        w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
         values = {}
         for step in range(6):
             sw = w.new_step(step, ModeKeys.TRAIN, step)
@@ -217,7 +219,7 @@ def test_back_pressure_with_a_small_shared_memory(tmp_path):
 def test_write_errors_come_back_to_the_training_process(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    w = wp.open_trial_writer(str(blocker / "out"))
+    w = open_trial_writer(str(blocker / "out"))
     sw = w.new_step(0, ModeKeys.TRAIN, 0)
     sw.add_tensor("x", np.zeros(3))
     w.submit(sw)
@@ -234,7 +236,7 @@ def test_a_killed_writer_process_is_replaced_once_then_a_thread_writes(tmp_path,
     for name in ("_restarts", "_unavailable", "_instance"):  # (put back afterwards)
         monkeypatch.setattr(wp, name, getattr(wp, name))
     proc = wp.writer_process()
-    w = proc.open_writer(str(tmp_path / "a"), "worker_0")
+    w = ProcessTrialWriter(proc, str(tmp_path / "a"), "worker_0")
     w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
     values = {}
 
@@ -268,7 +270,7 @@ def test_ctrl_c_does_not_stop_the_writer_process(tmp_path):
     proc = wp.writer_process()
     os.kill(proc.popen.pid, signal.SIGINT)
     time.sleep(0.3)
-    w = proc.open_writer(str(tmp_path), "worker_0")
+    w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
     _write(w, steps=[0])
     assert create_trial(str(tmp_path)).steps() == [0]
 
@@ -276,7 +278,7 @@ def test_ctrl_c_does_not_stop_the_writer_process(tmp_path):
 def test_s3_environment_set_after_the_process_started_is_used(s3_bucket, tmp_path):
     assert wp.writer_process() is not None  # started before (the session fixture set the env)
     uri = f"s3://{s3_bucket}/proc"
-    _write(wp.open_trial_writer(uri), steps=[0, 1])
+    _write(open_trial_writer(uri), steps=[0, 1])
     trial = create_trial(uri)
     assert trial.steps() == [0, 1]
     assert np.array_equal(trial.tensor("big").value(1), _tensors(1)["big"])
@@ -286,7 +288,7 @@ def test_a_step_in_the_same_shared_buffers_is_sent_in_short(tmp_path):
     """Arrays already in shared memory are read in place; a step that reuses the last step's
     arrays under the same names goes over as "again" and is written with its new values."""
     proc = wp.writer_process()
-    w = proc.open_writer(str(tmp_path), "worker_0")
+    w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
     a = proc.shared_array(np.dtype(np.float32), (100, 10))
     b = proc.shared_array(np.dtype(np.int64), (3,))
     sent = []
@@ -315,7 +317,7 @@ def test_a_step_in_the_same_shared_buffers_is_sent_in_short(tmp_path):
 
 def test_a_repeat_of_an_unknown_step_is_an_error_not_a_silent_loss(tmp_path):
     proc = wp.writer_process()
-    w = proc.open_writer(str(tmp_path), "worker_0")
+    w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
     token = proc.new_token()
     proc.send(("again", w.wid, token, 0, "TRAIN", 0, [1.0, 2.0]))  # no full step came before
     with pytest.raises(RuntimeError, match="repeat of a step of 2 tensors, but the last one had 0"):
@@ -323,7 +325,7 @@ def test_a_repeat_of_an_unknown_step_is_an_error_not_a_silent_loss(tmp_path):
 
 
 def test_the_ack_board_ring_hands_over_entries_in_order_and_says_when_it_is_full():
-    from smdebug_lite.writer.ack_board import AckBoard
+    from smdebug_lite.writer.process.ack_board import AckBoard
 
     trainer = AckBoard.create()
     writer = AckBoard.attach(os.dup(trainer.fd), trainer.size)  # (what the writer process maps)
@@ -344,20 +346,20 @@ def test_the_ack_board_ring_hands_over_entries_in_order_and_says_when_it_is_full
         trainer.close_fd()
 
 
-def _active_writer(tmp_path) -> tuple[wp.WriterProcess, wp.ProcessTrialWriter]:
+def _active_writer(tmp_path) -> tuple[handle.WriterProcess, ProcessTrialWriter]:
     """A writer process that polls (so repeat steps may go on the ring), with one writer open."""
-    from smdebug_lite.writer.ack_board import RING_SUPPORTED
+    from smdebug_lite.writer.process.ack_board import RING_SUPPORTED
 
     if not RING_SUPPORTED:
         pytest.skip("the ring is used only where stores are seen in program order (x86)")
     proc = wp.writer_process()
-    w = proc.open_writer(str(tmp_path), "worker_0")
+    w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
     w.flush()  # (the writer process ran something just now: it polls for the next 2 s)
-    assert proc.board.active_until > time.monotonic() + wp.RING_MARGIN_S
+    assert proc.board.active_until > time.monotonic() + handle.RING_MARGIN_S
     return proc, w
 
 
-def _repeat(w: wp.ProcessTrialWriter, step: int, arrays: dict[str, np.ndarray]) -> None:
+def _repeat(w: ProcessTrialWriter, step: int, arrays: dict[str, np.ndarray]) -> None:
     sw = w.new_step(step, ModeKeys.TRAIN, step)
     for name, arr in arrays.items():
         sw.add_tensor(name, arr, wall_time=2000.0 + step)
@@ -408,7 +410,7 @@ def _wall_times(out_dir: Path, step: int) -> dict[str, float]:
 
 def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tmp_path, monkeypatch):
     proc, w = _active_writer(tmp_path)
-    monkeypatch.setattr(wp, "RING_MARGIN_S", 1e9)  # as if its polling ended long ago
+    monkeypatch.setattr(handle, "RING_MARGIN_S", 1e9)  # as if its polling ended long ago
     a = proc.shared_array(np.dtype(np.float32), (20,))
     sent = []
     w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
@@ -423,6 +425,48 @@ def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tm
     assert proc.board._slots[proc.board._HEAD] == head
     trial = create_trial(str(tmp_path))
     assert [float(trial.tensor("a").value(s)[0]) for s in range(3)] == [0.0, 1.0, 2.0]
+
+
+def test_a_step_marked_as_a_repeat_goes_on_the_ring_until_an_error_waits(tmp_path):
+    """A step carrying `PendingStep.repeat` (a hook's replayed step) is posted on the ring
+    with one look at the board; once the writer process has posted an error, the next one
+    raises it instead of being posted."""
+    import shutil
+
+    proc, w = _active_writer(tmp_path)
+    w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
+    a = proc.shared_array(np.dtype(np.float32), (30,))
+    a[...] = 0
+    sw = w.new_step(0, ModeKeys.TRAIN, 0)
+    sw.add_tensor("a", a, wall_time=1.0)
+    template = w.submit(sw)  # in full: the template
+    assert template is not None
+    w.flush()
+    head = proc.board._slots[proc.board._HEAD]
+    a[...] = 1
+    sw = w.new_step(1, ModeKeys.TRAIN, 1)
+    sw.repeat = (template, 1, 5.0)
+    assert w.submit(sw) is template
+    assert sw.token >= 0 and proc.board._slots[proc.board._HEAD] - head == 1
+    w.flush()
+    assert create_trial(str(tmp_path)).tensor("a").value(1).tolist() == [1.0] * 30
+    assert _wall_times(tmp_path, 1) == {"a": 5.0}
+
+    shutil.rmtree(tmp_path / "events")
+    (tmp_path / "events").write_text("in the way")  # the next step's event file cannot be made
+    sw = w.new_step(2, ModeKeys.TRAIN, 2)
+    sw.repeat = (template, 1, 6.0)
+    w.submit(sw)
+    while proc.board.errors == 0:  # (the writer process posts the error when it gets there)
+        time.sleep(0.01)
+    sw = w.new_step(3, ModeKeys.TRAIN, 3)
+    sw.repeat = (template, 1, 7.0)
+    head = proc.board._slots[proc.board._HEAD]
+    with pytest.raises(RuntimeError, match="writing to .* failed: .*Error"):
+        w.submit(sw)
+    assert proc.board._slots[proc.board._HEAD] == head and sw.token < 0  # not handed over
+    with pytest.raises(RuntimeError, match="failed"):
+        w.close()
 
 
 def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path):
@@ -455,10 +499,11 @@ def test_steps_sent_before_the_training_process_dies_are_written(tmp_path, repea
         import numpy as np
         sys.path.insert(0, {str(REPO)!r})
         from smdebug_lite.modes import ModeKeys
-        from smdebug_lite.writer.writer_process import writer_process
+        from smdebug_lite.writer import ProcessTrialWriter
+        from smdebug_lite.writer.process.lifecycle import writer_process
         proc = writer_process()
         print(proc.popen.pid, flush=True)
-        w = proc.open_writer({str(tmp_path)!r}, "worker_0")
+        w = ProcessTrialWriter(proc, {str(tmp_path)!r}, "worker_0")
         w.write_collections('{{"collections": {{}}, "_meta": {{"num_workers": 1}}}}')
         w.flush()  # (the writer process polls from here on)
         a = proc.shared_array(np.dtype(np.float32), (100_000,))
@@ -477,7 +522,7 @@ def test_steps_sent_before_the_training_process_dies_are_written(tmp_path, repea
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     child, posted = (int(x) for x in out.stdout.split())
-    from smdebug_lite.writer.ack_board import RING_SUPPORTED
+    from smdebug_lite.writer.process.ack_board import RING_SUPPORTED
 
     assert posted == (19 if repeats and RING_SUPPORTED else 0)
     deadline = time.time() + 60

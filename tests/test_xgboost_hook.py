@@ -16,6 +16,7 @@ xgb = pytest.importorskip("xgboost")
 from smdebug_lite.hooks import singleton  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
 from smdebug_lite.xgboost import Hook, SaveConfig, get_hook  # noqa: E402
+from smdebug_lite.xgboost import hook as xgboost_hook_module  # noqa: E402
 from smdebug_lite.xgboost.hook import IMPORTANCE_TYPES  # noqa: E402
 from smdebug_lite.xgboost.trees import COLUMNS  # noqa: E402
 
@@ -179,14 +180,14 @@ def test_no_config_means_no_hook(tmp_path, monkeypatch):
     assert get_hook() is None
 
 
-def test_failure_never_stops_training(tmp_path, caplog):
+def test_failure_never_stops_training(tmp_path, caplog, monkeypatch):
     hook = Hook(str(tmp_path / "broken"), save_config=SaveConfig(save_interval=1),
                 include_collections=["trees"])
 
     def broken(model):
         raise RuntimeError("tree dump exploded")
 
-    hook._save_trees = broken
+    monkeypatch.setattr(xgboost_hook_module, "round_tree_table", broken)
     x, y = regression_data(60, 6)
     with caplog.at_level(logging.ERROR):
         booster = xgb.train({"max_depth": 2}, xgb.DMatrix(x, label=y), 4, callbacks=[hook])

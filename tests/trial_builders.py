@@ -1,4 +1,4 @@
-"""Builds out_dirs for trial tests with the real writer (smdebug_lite.writer.TrialWriter)."""
+"""Builds out_dirs for trial tests with the real writer (smdebug_lite.writer.ThreadTrialWriter)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 
 from smdebug_lite.config import CollectionManager
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.writer import TrialWriter
+from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 TensorsAt = Callable[[int], dict[str, np.ndarray]]
 

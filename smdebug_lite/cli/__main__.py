@@ -2,4 +2,5 @@
 
 from smdebug_lite.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

@@ -7,6 +7,14 @@ write reduction tensors in (``iter_reductions``).
 Deliberate differences from smdebug 1.0.x, the file format unchanged:
 the documented strings ``l1``/``l2``/``abs_l1``/``abs_l2`` are read as norms, and the flags accept
 bool-like strings ("true", "False", "1", ...). ``median`` stays unsupported, as in smdebug.
+
+The counts ``num_nan``, ``num_inf`` and ``num_zero`` (smdebug-lite extensions, no ``abs_`` form)
+are accepted as reductions. In the JSON form they go under their own key,
+``extension_reductions``, because smdebug's ReductionConfig rejects unknown names in
+``reductions`` and would then fail to load the collections file of the trial.
+
+The names themselves live in `smdebug_lite.reductions`; they are re-exported here, where smdebug
+had them.
 """
 
 from __future__ import annotations
@@ -17,9 +25,8 @@ from typing import Any
 
 from smdebug_lite.config.arguments import ArgumentTypeError, flag_truth, type_error
 from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.reductions import ALLOWED_NORMS, ALLOWED_REDUCTIONS, COUNT_REDUCTIONS
 
-ALLOWED_REDUCTIONS = ["min", "max", "mean", "std", "variance", "sum", "prod"]
-ALLOWED_NORMS = ["l1", "l2"]
 REDUCTION_CONFIG_KEYS = (
     "reductions",
     "abs_reductions",
@@ -28,6 +35,12 @@ REDUCTION_CONFIG_KEYS = (
     "save_raw_tensor",
     "save_shape",
 )
+# The collections-file key holding the counts, apart from smdebug's keys.
+EXTENSION_KEY = "extension_reductions"
+_DICT_KEYS = (*REDUCTION_CONFIG_KEYS, EXTENSION_KEY)
+# What the `reductions` argument accepts: smdebug's names and the counts.
+_PLAIN_REDUCTIONS = ALLOWED_REDUCTIONS + COUNT_REDUCTIONS
+
 
 def parse_bool_flag(value: Any, argument: str) -> bool:
     """A bool from a bool, 0/1 or a bool-like string in any case (`flag_truth`); other ints and
@@ -46,12 +59,17 @@ def parse_bool_flag(value: Any, argument: str) -> bool:
 def describe_allowed_reductions() -> str:
     """The accepted items of a reductions string, for error messages."""
     names = ALLOWED_REDUCTIONS + [f"{n}_norm" for n in ALLOWED_NORMS] + list(ALLOWED_NORMS)
-    return ", ".join(names) + ", each optionally prefixed with abs_"
+    return (", ".join(names) + ", each optionally prefixed with abs_; and the counts "
+            + ", ".join(COUNT_REDUCTIONS))
 
 
-def _median_hint(name: str) -> str:
-    # Listed in smdebug's docs but never implemented there either.
-    return " (median is not supported)" if name.endswith("median") else ""
+def _unsupported_hint(name: str) -> str:
+    """Why a name that looks valid is refused."""
+    if name.endswith("median"):  # listed in smdebug's docs, never implemented there either
+        return " (median is not supported)"
+    if name.startswith("abs_") and name[len("abs_") :] in COUNT_REDUCTIONS:
+        return f" (a count has no abs_ form: use {name[len('abs_'):]})"
+    return ""
 
 
 def _split(value: Any, argument: str) -> list[str]:
@@ -81,8 +99,9 @@ def _check_names(value: Any, argument: str, allowed: list[str], kind: str) -> li
         if kind == "norm" and name.endswith("_norm"):
             name = name[: -len("_norm")]
         if name not in allowed:
+            hint = _unsupported_hint(f"abs_{name}" if argument.startswith("abs_") else name)
             raise SMDebugValueError(
-                f"{argument}: unknown {kind} {raw!r}{_median_hint(name)}; "
+                f"{argument}: unknown {kind} {raw!r}{hint}; "
                 f"allowed: {', '.join(allowed)}"
             )
         names.append(name)
@@ -112,10 +131,10 @@ def parse_reductions_string(value: str | Iterable[str], argument: str = "reducti
             kind, name, valid = "norms", base, True
         else:
             kind, name = "reductions", base
-            valid = name in ALLOWED_REDUCTIONS
+            valid = name in (ALLOWED_REDUCTIONS if is_abs else _PLAIN_REDUCTIONS)
         if not valid:
             raise SMDebugValueError(
-                f"{argument}: unknown reduction {raw!r}{_median_hint(item)}; "
+                f"{argument}: unknown reduction {raw!r}{_unsupported_hint(item)}; "
                 f"allowed: {describe_allowed_reductions()}"
             )
         key = f"abs_{kind}" if is_abs else kind
@@ -137,7 +156,7 @@ class ReductionConfig:
         save_shape: bool | str = False,
     ) -> None:
         self.reductions: list[str] = _check_names(
-            reductions, "reductions", ALLOWED_REDUCTIONS, "reduction"
+            reductions, "reductions", _PLAIN_REDUCTIONS, "reduction"
         )
         self.abs_reductions: list[str] = _check_names(
             abs_reductions, "abs_reductions", ALLOWED_REDUCTIONS, "reduction"
@@ -170,10 +189,23 @@ class ReductionConfig:
         return ",".join(parts)
 
     def to_json_dict(self) -> dict[str, Any]:
+        """smdebug's form; the counts, if any, under `EXTENSION_KEY` (which smdebug ignores)."""
+        counts = [r for r in self.reductions if r in COUNT_REDUCTIONS]
+        if not counts:
+            return {
+                "save_raw_tensor": self.save_raw_tensor,
+                "reductions": self.reductions_string(),
+                "save_shape": self.save_shape,
+            }
+        smdebug_part = ReductionConfig(
+            [r for r in self.reductions if r not in COUNT_REDUCTIONS],
+            self.abs_reductions, self.norms, self.abs_norms,
+        )
         return {
             "save_raw_tensor": self.save_raw_tensor,
-            "reductions": self.reductions_string(),
+            "reductions": smdebug_part.reductions_string(),
             "save_shape": self.save_shape,
+            EXTENSION_KEY: ",".join(counts),
         }
 
     def to_json(self) -> str:
@@ -188,12 +220,22 @@ class ReductionConfig:
         if not isinstance(params, Mapping):
             raise type_error("reduction_config", params, "a dict")
         for key, value in params.items():
-            if key not in REDUCTION_CONFIG_KEYS:
+            if key not in _DICT_KEYS:
                 raise SMDebugValueError(
                     f"reduction_config has the unknown key {key!r} (value {value!r}); "
-                    f"allowed keys: {', '.join(REDUCTION_CONFIG_KEYS)}"
+                    f"allowed keys: {', '.join(_DICT_KEYS)}"
                 )
         kwargs = parse_reductions_string(params.get("reductions") or "")
+        if params.get(EXTENSION_KEY):
+            counts = parse_reductions_string(params[EXTENSION_KEY], EXTENSION_KEY)
+            other = [n for key, names in counts.items() for n in names
+                     if key != "reductions" or n not in COUNT_REDUCTIONS]
+            if other:
+                raise SMDebugValueError(
+                    f"reduction_config {EXTENSION_KEY}={params[EXTENSION_KEY]!r}: {other[0]!r} "
+                    f"is not a count; expected only {', '.join(COUNT_REDUCTIONS)}"
+                )
+            kwargs["reductions"] = _dedup(kwargs["reductions"] + counts["reductions"])
         for key in ("abs_reductions", "norms", "abs_norms"):
             if params.get(key) is not None:
                 kwargs[key] = _dedup(kwargs[key] + _split(params[key], key))

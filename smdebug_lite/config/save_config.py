@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 import operator
+import os
+import threading
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -75,21 +78,48 @@ def parse_steps(value: Any, argument: str = "save_steps") -> list[int]:
     return steps
 
 
-# The generation below, in a one-element list that hooks keep a reference to: reading it on a
-# step that saves nothing is one index, not a call into this module.
-GENERATION = [0]
+class ScheduleChanges:
+    """Tells the objects that keep decisions derived from save schedules (each hook's step
+    cursor keeps "nothing saves before step N" between steps) that a schedule changed, so that
+    they recheck only then. Assigning an attribute of a SaveConfigMode, a mode of a SaveConfig
+    or a collection's save_config counts as a change, and so does editing a ``save_steps``
+    list in place. Watchers are held weakly and told through their `schedules_changed()`."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._watchers: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def watch(self, watcher: Any) -> None:
+        with self._lock:
+            self._watchers.add(watcher)
+
+    def changed(self) -> None:
+        with self._lock:
+            self.count += 1
+            watchers = tuple(self._watchers)
+        for watcher in watchers:
+            watcher.schedules_changed()
+
+
+    def after_fork(self) -> None:
+        """A forked child must not inherit the lock held by a thread that does not exist there."""
+        self._lock = threading.Lock()
+
+
+_CHANGES = ScheduleChanges()
+watch_schedules = _CHANGES.watch
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_CHANGES.after_fork)
 
 
 def schedule_generation() -> int:
-    """A number that changes whenever any save schedule changes, so that a hook can keep
-    "nothing saves before step N" between steps and recheck only after a change. Assigning an
-    attribute of a SaveConfigMode, a mode of a SaveConfig or a collection's save_config counts
-    as a change, and so does editing a ``save_steps`` list in place."""
-    return GENERATION[0]
+    """A number that changes whenever any save schedule changes (see `ScheduleChanges`)."""
+    return _CHANGES.count
 
 
 def _schedules_changed() -> None:
-    GENERATION[0] += 1
+    _CHANGES.changed()
 
 
 def _bumping(name: str):

@@ -16,24 +16,18 @@ error is logged once, loudly, with the cause, and the hook disables itself; trai
 from __future__ import annotations
 
 import contextlib
-import math
 import os
-import re
 import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
 from smdebug_lite.config.collection import (
-    EVAL_PREDICT_SKIPPED_COLLECTIONS,
     NON_HISTOGRAM_COLLECTIONS,
-    NON_REDUCTION_COLLECTIONS,
     SCALAR_COLLECTIONS,
-    SM_METRIC_COLLECTIONS,
     Collection,
     CollectionKeys,
     builtin_collections,
@@ -41,41 +35,41 @@ from smdebug_lite.config.collection import (
     tensor_names_version,
 )
 from smdebug_lite.config.collection_manager import CollectionManager
-from smdebug_lite.config.hook_json import parse_hook_config
+from smdebug_lite.config.hook_json import HookSettings, parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import (
-    GENERATION,
-    SaveConfig,
-    SaveConfigMode,
-)
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
-from smdebug_lite.format.locations import CLAIM_FILE, END_OF_JOB_FILE
-from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS
-from smdebug_lite.hooks import shutdown
+from smdebug_lite.format.locations import END_OF_JOB_FILE
+from smdebug_lite.hooks import registry, shutdown
 from smdebug_lite.hooks.arguments import check_hook_arguments
+from smdebug_lite.hooks.capture_plan import CapturePlan, TensorPlan
+from smdebug_lite.hooks.out_dir_claim import OutDirClaim
+from smdebug_lite.hooks.side_outputs import (
+    SageMakerMetricsOutput,
+    SideOutputs,
+    TensorBoardOutput,
+)
+from smdebug_lite.hooks.step_cursor import StepCursor
 from smdebug_lite.hooks.training_state import TrainingState
 from smdebug_lite.logger import get_logger
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.modes import ModeKeys
+from smdebug_lite.reductions import reduction_tensor_name
+from smdebug_lite.stop_signal import StopSignalPoller
 from smdebug_lite.storage import is_s3_path, open_storage
+from smdebug_lite.writer import PendingStep as StepWriter
+from smdebug_lite.writer import (
+    ProcessTrialWriter,
+    TrialWriter,
+    WriteFailed,
+    on_sagemaker,
+    open_trial_writer,
+)
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
-from smdebug_lite.writer.step_writer import StepWriter
-from smdebug_lite.writer.trial_writer import TrialWriter, on_sagemaker
-from smdebug_lite.writer.write_failed import WriteFailed
-from smdebug_lite.writer.writer_process import ProcessTrialWriter, open_trial_writer
 
 logger = get_logger(__name__)
 _H = TypeVar("_H", bound="HookCore")
 
-REDUCTION_PREFIX = "smdebug/reductions/"
 SCALAR_PREFIX = "scalar/"
-_TF_SUFFIX = re.compile(r":\d+")
-_FOREVER = 1 << 62  # quiet steps ahead when no collection ever saves again
-
-
-def reduction_tensor_name(tensor_name: str, reduction: str, is_abs: bool, keep_tf_suffix: bool = False) -> str:
-    """smdebug's name for a saved reduction, e.g. smdebug/reductions/abs_mean/gradient/fc.bias."""
-    base = tensor_name if keep_tf_suffix else _TF_SUFFIX.sub("", tensor_name)
-    return f"{REDUCTION_PREFIX}{'abs_' if is_abs else ''}{reduction}/{base}"
 
 
 def to_numpy_value(value) -> np.ndarray:
@@ -91,22 +85,13 @@ def to_numpy_value(value) -> np.ndarray:
     return np.asarray(value)
 
 
-@dataclass(slots=True)
-class TensorPlan:
-    """What to write for one tensor at the current step, merged over its collections."""
-
-    name: str
-    save_raw: bool = False
-    reductions: list[tuple[str, bool]] = field(default_factory=list)
-    save_shape: bool = False
-    histogram: bool = False
-    tb_scalar: bool = False
-    sm_metric: bool = False  # also sent to SageMaker Metrics (losses, metrics, sm_metrics)
-    collections: list[Collection] = field(default_factory=list)
-
-
 class HookCore:
-    """Base of every hook. Subclasses set `framework` and may override the worker methods."""
+    """Base of every hook. Subclasses set `framework` and may override the worker methods.
+
+    Its parts, each in its own module: `cursor` (steps, modes, which collections save now),
+    `plans` (which tensors, which reductions), `side_outputs` (TensorBoard, SageMaker
+    Metrics), the out_dir claim and the live-hook registry. Adapters use those parts' public
+    methods and the core's; none reaches into another object's private state."""
 
     framework = "pytorch"
     default_save_interval = 500
@@ -172,59 +157,88 @@ class HookCore:
             if CollectionKeys.ALL not in self.include_collections:
                 self.include_collections.append(CollectionKeys.ALL)
 
-        self.mode = ModeKeys.GLOBAL
-        self.step = -1
-        self.mode_steps: dict[ModeKeys, int] = {ModeKeys.GLOBAL: -1}
+        self.cursor = StepCursor()
+        self.plans = CapturePlan(self._collections_of)
+        self.side_outputs = SideOutputs()
         self.disabled = False
         self._write_failure_reported = False  # (see `disable`)
         self.last_saved_step: int | None = None
         self._prepared = False
-        self._included: list[Collection] = []
-        self._explicit_ids: frozenset[int] = frozenset()  # of collections included by name
-        self._match_cache: dict[str, list[Collection]] = {}
-        # Plans depend only on the name and on which collections save this step: one cache per
-        # set of saving collections, so that steps alternating between sets (weights every 10
-        # steps, losses every step) reuse their plans (a plan is never mutated once built).
-        self._plan_caches: dict[frozenset[int], dict[str, TensorPlan | None]] = {}
-        self._plan_cache: dict[str, TensorPlan | None] = {}
-        self._plan_key: frozenset[int] = frozenset()
-        self._saving_ids: frozenset[int] = frozenset()
-        # mode -> (schedule generation, mode step checked, next mode step at which an included
-        # collection saves): steps strictly between the two skip the per-collection checks.
-        self._quiet: dict[ModeKeys, tuple[int, int, float]] = {}
-        self._schedules: dict[ModeKeys, tuple[int, tuple]] = {}  # see `_schedule`
-        # Steps an adapter may still start in one go, valid while GENERATION[0] is _quiet_gen
-        # (see `_quiet_steps_ahead`).
-        self._quiet_left = 0
-        self._quiet_gen = -1
-        self._saving: list[Collection] = []
         self._step_writer: StepWriter | None = None
         # save_scalar/save_tensor calls made before the first step began: replayed at its start
         # (smdebug's step counter started at 0, so such values landed in step 0).
         self._before_first_step: list[Callable[[], None]] = []
-        self._matched: set[str] = set()
         self._warned_unmatched: set[str] = set()
         self._all_matched: set[frozenset[int]] = set()  # saving sets `_report_unmatched` is done with
         self._exported_version: int = -1  # tensor_names_version() last written
         self._writer: TrialWriter | ProcessTrialWriter | None = None
-        self._tb = None
-        self._sm_metrics = None if self.dry_run else SageMakerMetrics.for_this_job()
-        self._claimed = False
+        self._claim: OutDirClaim | None = None
         self._closed = False
         self._lock = threading.RLock()
+        self.stop_signal = StopSignalPoller(self.out_dir)
         self.worker = self._worker_name()
         self.num_workers = self._num_workers()
         self.chief = self.worker == self._chief_worker_name()
         self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
-        self._training_state = None if self.dry_run else TrainingState.for_this_job()
-        if self._training_state is not None:
-            self._resume_counters(self._training_state)
+        if self.tensorboard_dir:
+            self.side_outputs.add(TensorBoardOutput(self.tensorboard_dir))
+        metrics = None if self.dry_run else SageMakerMetrics.for_this_job()
+        if metrics is not None:
+            self.side_outputs.add(SageMakerMetricsOutput(metrics))
+        self.training_state = None if self.dry_run else TrainingState.for_this_job()
+        if self.training_state is not None:
+            resumed = self.cursor.resume(self.training_state)
+            if resumed is not None:
+                self.last_saved_step = resumed[1]
+                logger.info("smdebug-lite: resuming step counters from %s: the next step is %d",
+                            self.training_state.path, self.step + 1)
         if not self.dry_run:
             self._check_out_dir()
         shutdown.track(self)  # (closed at exit or on SIGTERM if the script does not close it)
-        from smdebug_lite.hooks.singleton import set_hook
+        registry.set_current(self)  # as in smdebug, the newest hook is the process's current one
 
-        set_hook(self)  # as in smdebug, the newest hook is the process's current one
+    # -- the step cursor's counters, as smdebug's hooks showed them ----------------------------
+
+    @property
+    def mode(self) -> ModeKeys:
+        return self.cursor.mode
+
+    @property
+    def step(self) -> int:
+        return self.cursor.step
+
+    @step.setter
+    def step(self, value: int) -> None:
+        self.cursor.step = value
+
+    @property
+    def mode_steps(self) -> dict[ModeKeys, int]:
+        return self.cursor.mode_steps
+
+    @property
+    def mode_step(self) -> int:
+        return self.cursor.mode_steps.get(self.cursor.mode, -1)
+
+    # -- what adapters may ask ------------------------------------------------------------------
+
+    @property
+    def trial_writer(self) -> TrialWriter | ProcessTrialWriter | None:
+        """The writer of this hook's trial files, once the first step was handed over."""
+        return self._writer
+
+    @property
+    def step_writer(self) -> StepWriter | None:
+        """The current step's tensors so far (None when the step saves nothing)."""
+        return self._step_writer
+
+    @property
+    def has_deferred_saves(self) -> bool:
+        """Values saved before the first step, written when it starts."""
+        return bool(self._before_first_step)
+
+    def names_settled(self, saving_ids: frozenset[int]) -> bool:
+        """Whether every collection of this saving set matched a tensor (or was reported)."""
+        return saving_ids in self._all_matched
 
     # -- from SageMaker's DebugHookConfig ------------------------------------------------------
 
@@ -234,9 +248,14 @@ class HookCore:
         $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json).
         Raises FileNotFoundError when there is none and HookConfigError when it is unusable."""
         settings = parse_hook_config(json_file_path, default_values=cls._json_default_values())
+        return cls.from_hook_settings(settings)
+
+    @classmethod
+    def from_hook_settings(cls: type[_H], settings: HookSettings) -> _H:
+        """The hook that parsed DebugHookConfig settings describe, collections configured."""
         hook = cls(**cls._json_hook_kwargs(settings.hook_kwargs()))
         settings.apply_to(hook.collection_manager)
-        hook._collections_configured()
+        hook.collections_configured()
         return hook
 
     hook_from_config = create_from_json_file  # the name smdebug's get_hook used
@@ -251,7 +270,7 @@ class HookCore:
         """The constructor arguments, for a framework whose hook takes fewer."""
         return kwargs
 
-    def _collections_configured(self) -> None:
+    def collections_configured(self) -> None:
         """Collections were configured from outside the constructor (adapters convert them)."""
 
     # -- worker identity (framework adapters override) -------------------------------------
@@ -335,18 +354,18 @@ class HookCore:
 
     def _prepare_collections(self) -> None:
         """Give every collection complete save and reduction configs (inherited from the hook)."""
-        self._quiet_left = 0
+        self.cursor.quiet_left = 0
         # Included names the manager does not know yet (custom collections) are created first,
         # so that they get configs like every other collection.
         explicit = [self._included_collection(n) for n in self.include_collections]
-        self._explicit_ids = frozenset(map(id, explicit))
-        self._included = list(explicit)
+        explicit_ids = frozenset(map(id, explicit))
+        included = list(explicit)
         if self.save_all:
             # As in smdebug, save_all includes every collection: each one learns the names of
             # the tensors it matches (the collections file lists them) and adds its own
             # settings to theirs. Only the explicitly included ones are reported as unmatched.
-            self._included += [c for c in self.collection_manager.collections.values()
-                               if id(c) not in self._explicit_ids]
+            included += [c for c in self.collection_manager.collections.values()
+                         if id(c) not in explicit_ids]
         for coll in explicit:
             if not coll.include_regex and not coll.tensor_names and coll.name not in (
                 CollectionKeys.ALL, CollectionKeys.DEFAULT
@@ -371,12 +390,13 @@ class HookCore:
                 coll.reduction_config = ReductionConfig(save_raw_tensor=True)
             elif coll.reduction_config is None:
                 coll.reduction_config = self.reduction_config.copy()
-        self._match_cache.clear()
-        self._quiet.clear()
-        self._schedules.clear()
-        self._plan_caches.clear()
-        self._plan_cache = self._plan_caches[self._plan_key] = {}
+        self.plans.set_included(included, explicit_ids)
+        self.cursor.reset()
         self._prepared = True
+
+    def prepare_collections(self) -> None:
+        """Work the collections' configuration out again (after changing it during training)."""
+        self._prepare_collections()
 
     def _included_collection(self, name: str) -> Collection:
         """The included collection `name`, created if needed; an extension built-in created
@@ -387,156 +407,70 @@ class HookCore:
             coll.include(regexes)
         return coll
 
+    def _collections_of(self, included: list[Collection], name: str) -> list[Collection]:
+        """The included collections that hold `name` (adapters that know what a tensor is
+        override it; `plans` caches the answer)."""
+        return [c for c in included if c.matches(name)]
+
     # -- steps ---------------------------------------------------------------------------------
 
     def set_mode(self, mode) -> None:
-        mode = parse_mode(mode)
-        if mode is not self.mode:  # (loops that set the mode at every step keep the countdown)
-            self._quiet_left = 0
-        self.mode = mode
-        self.mode_steps.setdefault(mode, -1)
-
-    @property
-    def mode_step(self) -> int:
-        return self.mode_steps.get(self.mode, -1)
-
-    def _resume_counters(self, state: TrainingState) -> None:
-        """A restarted job (spot training) continues the step numbers of the run before."""
-        counters = state.resume_counters()
-        if counters is None:
-            return
-        self.step, mode_steps, self.last_saved_step = counters
-        self.mode_steps.update(mode_steps)
-        self.mode_steps[ModeKeys.GLOBAL] = self.step
-        logger.info("smdebug-lite: resuming step counters from %s: the next step is %d",
-                    state.path, self.step + 1)
+        self.cursor.set_mode(mode)
 
     def start_step(self) -> None:
         """A new step of the current mode begins: count it, decide what this step saves."""
         self.end_step()
-        if self._training_state is not None and self.chief:
-            self._training_state.maybe_record(self.step, self.mode_steps, self.last_saved_step)
-        self.step += 1
-        self.mode_steps[self.mode] = self.mode_steps.get(self.mode, -1) + 1
-        if self.mode != ModeKeys.GLOBAL:
-            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        if self.training_state is not None and self.chief:
+            self.training_state.maybe_record(self.step, self.mode_steps, self.last_saved_step)
+        self.cursor.advance()
         self._begin()
 
-    def _quiet_steps_ahead(self) -> int:
-        """How many of the next steps can start without any of the work of `start_step`: none
-        of them saves (the mode's quiet window, see `_select_saving`, covers them) and nothing
-        of this step will be pending. Adapters call it once a step has fully started and count
-        steps down with `_quiet_left`; anything that could change the answer (a mode, a
-        scalar, a schedule, a collection) sets `_quiet_left` to 0 or moves the generation."""
-        if (self._step_writer is not None or self._saving or self._before_first_step
-                or self._training_state is not None or self.disabled or self._closed):
+    def quiet_steps_ahead(self) -> int:
+        """Set the cursor's countdown: how many of the next steps can start without any of the
+        work of `start_step` (none of them saves, and nothing of this step will be pending).
+        Adapters call it once a step has fully started and count steps down with
+        `cursor.count_quiet_step()`; anything that could change the answer (a mode, a scalar,
+        a schedule, a collection) ends the countdown."""
+        if (self._step_writer is not None or self.plans.saving or self._before_first_step
+                or self.training_state is not None or self.disabled or self._closed):
+            self.cursor.quiet_left = 0
             return 0
-        mode = self.mode
-        mode_step = self.mode_steps.get(mode, -1)
-        quiet = self._quiet.get(mode)
-        generation = GENERATION[0]
-        if quiet is None or quiet[0] != generation or not quiet[1] <= mode_step < quiet[2]:
-            return 0
-        self._quiet_gen = generation
-        return _FOREVER if quiet[2] == math.inf else int(quiet[2]) - mode_step - 1
+        return self.cursor.steps_ahead()
 
     def set_step(self, step: int, mode=None) -> None:
         """Frameworks that know their own step (XGBoost iterations) set it directly."""
-        self._quiet_left = 0
+        self.cursor.quiet_left = 0
         self.end_step()
-        if mode is not None:
-            self.set_mode(mode)
-        self.step = int(step)
-        self.mode_steps[self.mode] = int(step)
-        if self.mode != ModeKeys.GLOBAL:
-            self.mode_steps[ModeKeys.GLOBAL] = self.step
+        self.cursor.set_step(step, mode)
         self._begin()
 
     def _begin(self) -> None:
         if not self._prepared:
             self._refresh_worker_identity()
             self._prepare_collections()
-        mode = self.mode
-        mode_step = self.mode_steps.get(mode, -1)
-        if not self._before_first_step and self._quiet_covers(mode, mode_step):
-            if self._saving:  # the step before saved; this one is the first quiet step
-                self._saving = []
-                self._set_saving_ids()
+        plans = self.plans
+        if not self._before_first_step and self.cursor.in_quiet_window():
+            if plans.saving:  # the step before saved; this one is the first quiet step
+                plans.set_saving([])
             return  # nothing saves this step
-        self._select_saving(mode, mode_step)
-        if self._saving and self.writes:
-            self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
-            if self._tb is None and self.tensorboard_dir:
-                self._tb = self._make_tb_writer()
+        self._select_saving()
+        if plans.saving and self.writes:
+            self._step_writer = StepWriter(self.step, self.worker, self.mode, self.mode_step)
+            self.side_outputs.saving_step()
         pending, self._before_first_step = self._before_first_step, []
         for replay in pending:
             replay()
 
-    def _quiet_covers(self, mode: ModeKeys, mode_step: int) -> bool:
-        """Whether `mode_step` lies in the mode's quiet window (see `_select_saving`): no included
-        collection saves it, and no schedule changed since that was worked out."""
-        quiet = self._quiet.get(mode)
-        return (quiet is not None and quiet[1] < mode_step < quiet[2]
-                and quiet[0] == GENERATION[0])
-
-    def _schedule(self, mode: ModeKeys) -> tuple[list[SaveConfigMode], list[tuple[Collection, int]]]:
-        """The distinct schedules of the included collections that can save in `mode`
-        (gradients never in EVAL/PREDICT), and each such collection with the index of its
-        schedule; kept until a schedule or the collections change. Collections usually share
-        one schedule (copies of the hook's), which is then asked once per step, not once per
-        collection."""
-        generation = GENERATION[0]
-        cached = self._schedules.get(mode)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        no_grads = mode is ModeKeys.EVAL or mode is ModeKeys.PREDICT
-        schedules: list[SaveConfigMode] = []
-        index: dict[tuple, int] = {}
-        members: list[tuple[Collection, int]] = []
-        for c in self._included:
-            if no_grads and c.name in EVAL_PREDICT_SKIPPED_COLLECTIONS:
-                continue
-            cfg = c.save_config.get_save_config(mode)
-            key = (cfg.save_interval, cfg.start_step, cfg.end_step, tuple(cfg.save_steps))
-            if key not in index:
-                index[key] = len(schedules)
-                schedules.append(cfg)
-            members.append((c, index[key]))
-        self._schedules[mode] = (generation, (schedules, members))
-        return schedules, members
-
-    def _select_saving(self, mode: ModeKeys, mode_step: int) -> None:
+    def _select_saving(self) -> None:
         """The included collections that save this step."""
-        schedules, members = self._schedule(mode)
-        due = [cfg.should_save_step(mode_step) for cfg in schedules]
-        saving = [c for c, i in members if due[i]] if any(due) else []
-        if saving or self._saving:  # most steps save nothing, like the step before
-            self._saving = saving
-            self._set_saving_ids()
-        # Until the next step at which an included collection saves, `_begin` skips this check
-        # (the step after a saving step included).
-        following = math.inf
-        for cfg in schedules:
-            n = cfg.next_save_step(mode_step + 1)
-            if n is not None and n < following:
-                following = n
-        self._quiet[mode] = (GENERATION[0], mode_step, following)
-
-    def _set_saving_ids(self) -> None:
-        ids = frozenset(map(id, self._saving))
-        if ids != self._plan_key:
-            self._plan_key = ids
-            cache = self._plan_caches.get(ids)
-            if cache is None:
-                if len(self._plan_caches) >= 64:
-                    self._plan_caches.clear()
-                cache = self._plan_caches[ids] = {}
-            self._plan_cache = cache
-        self._saving_ids = ids
+        plans = self.plans
+        saving = self.cursor.select(plans.included)
+        if saving or plans.saving:  # most steps save nothing, like the step before
+            plans.set_saving(saving)
 
     @property
     def saving_this_step(self) -> bool:
-        return bool(self._saving)
+        return bool(self.plans.saving)
 
     def end_step(self) -> None:
         """Hand the current step to the writer (its files appear once written)."""
@@ -549,60 +483,17 @@ class HookCore:
             if sw.on_submitted is not None:
                 sw.on_submitted(template)
             self.last_saved_step = sw.step
-            self._maybe_export_collections()
+            self.maybe_export_collections()
             self._report_unmatched(first_only=True)
-        if self._tb is not None:
-            self._tb.flush_step()
+        self.side_outputs.step_ended()
 
     # -- what to save --------------------------------------------------------------------------
 
-    def _matching(self, name: str) -> list[Collection]:
-        found = self._match_cache.get(name)
-        if found is None:
-            found = [c for c in self._included if c.matches(name)]
-            self._match_cache[name] = found
-        return found
-
     def plan(self, name: str) -> TensorPlan | None:
         """What to save for `name` at this step, or None (cheap when nothing is saved)."""
-        if not self._saving or self.disabled:
+        if not self.plans.saving or self.disabled:
             return None
-        try:
-            return self._plan_cache[name]
-        except KeyError:
-            pass
-        plan = self._build_plan(name)
-        self._plan_cache[name] = plan
-        return plan
-
-    def _build_plan(self, name: str) -> TensorPlan | None:
-        return self._plan_for(name, [c for c in self._matching(name) if id(c) in self._saving_ids])
-
-    def _plan_for(self, name: str, colls: list[Collection]) -> TensorPlan | None:
-        """The plan that saving `name` in `colls` makes (they learn the name); None if empty."""
-        if not colls:
-            return None
-        plan = TensorPlan(name, collections=colls)
-        seen: set[tuple[str, bool]] = set()
-        for c in colls:
-            c.add_tensor_name(name)
-            self._matched.add(c.name)
-            rc = c.reduction_config
-            plan.save_raw |= rc.save_raw_tensor
-            plan.save_shape |= rc.save_shape
-            if c.name in SM_METRIC_COLLECTIONS:
-                plan.sm_metric = True
-            if c.name in SCALAR_COLLECTIONS:
-                plan.tb_scalar = True
-            elif c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS:
-                plan.histogram = True
-            if c.name in NON_REDUCTION_COLLECTIONS:
-                continue
-            for pair in rc.iter_reductions():
-                if pair not in seen:
-                    seen.add(pair)
-                    plan.reductions.append(pair)
-        return plan
+        return self.plans.plan(name)
 
     def write(
         self,
@@ -630,18 +521,15 @@ class HookCore:
                               value, wall_time)
         if raw is not None and plan.save_raw:
             sw.add_tensor(plan.name, raw, wall_time)
-        if plan.sm_metric and raw is not None and self._sm_metrics is not None and raw.size:
-            # smdebug sent the mean of every losses/metrics/sm_metrics value it saved.
-            self._sm_metrics.log(f"{plan.name}_{sw.mode.name}", raw, wall_time, sw.mode_step)
-        if self._tb is not None and raw is not None:
-            self._tb_record(plan, raw, sw.step, sw.mode)
+        if raw is not None and self.side_outputs.live:
+            self.side_outputs.tensor_saved(plan, raw, sw.step, sw.mode, sw.mode_step, wall_time)
 
     def write_step(self, items: list[tuple[TensorPlan, np.ndarray | None, dict | None, tuple]],
                    wall_time: float) -> None:
         """`write` for every (plan, raw, reductions, shape) an adapter captured in a step. A
         step of raw tensors only (the usual case) goes into the step writer in one piece."""
         sw = self._step_writer
-        if sw is not None and self._tb is None and self._sm_metrics is None and not self.dry_run:
+        if sw is not None and not self.side_outputs.live and not self.dry_run:
             entries = [(plan.name, raw, wall_time) for plan, raw, reductions, _ in items
                        if raw is not None and plan.save_raw and not reductions and not plan.save_shape]
             if len(entries) == len(items):
@@ -660,19 +548,22 @@ class HookCore:
             arr = to_numpy_value(value)
             wall = time.time() if timestamp is None else float(timestamp)
             tag = SCALAR_PREFIX + name
-            if sm_metric and self._sm_metrics is not None:
-                self._sm_metrics.log(f"{tag}_{self.mode.name}", arr, wall, max(self.mode_step, 0))
-            if self.step < 0:
+            step = self.step
+            if step < 0:
+                self.side_outputs.scalar_saved(tag, arr, wall, step, self.mode, self.mode_step,
+                                               sm_metric)
                 self._before_first_step.append(
-                    lambda: self._scalar_writer().add_tensor(tag, arr, wall))
+                    lambda: self.scalar_step_writer().add_tensor(tag, arr, wall))
                 return
             if self.writes:
-                self._scalar_writer().add_tensor(tag, arr, wall)
-            if self._tb is not None:
-                self._tb.add_scalar(tag, float(np.asarray(arr).reshape(-1)[0]), self.step, self.mode)
+                self.scalar_step_writer().add_tensor(tag, arr, wall)
+            self.side_outputs.scalar_saved(tag, arr, wall, step, self.mode, self.mode_step,
+                                           sm_metric)
 
-    def _scalar_writer(self) -> StepWriter:
-        self._quiet_left = 0  # the step now has something to hand over when it ends
+    def scalar_step_writer(self) -> StepWriter:
+        """The current step's writer, made for a value saved outside the schedule (a scalar):
+        the step now has something to hand over when it ends."""
+        self.cursor.quiet_left = 0
         if self._step_writer is None:
             self._step_writer = StepWriter(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
         return self._step_writer
@@ -709,11 +600,10 @@ class HookCore:
             self.write(plan, raw=arr, reductions=self._numpy_reductions(plan, arr), shape=arr.shape)
 
     def _begin_saving_recheck(self) -> None:
-        self._quiet_left = 0
-        mode, mode_step = self.mode, self.mode_step
-        self._select_saving(mode, mode_step)
-        if self._saving and self.writes and self._step_writer is None and self.step >= 0:
-            self._step_writer = StepWriter(self.step, self.worker, mode, mode_step)
+        self.cursor.quiet_left = 0
+        self._select_saving()
+        if self.plans.saving and self.writes and self._step_writer is None and self.step >= 0:
+            self._step_writer = StepWriter(self.step, self.worker, self.mode, self.mode_step)
 
     def _to_numpy(self, value) -> np.ndarray:
         """Adapters override to convert framework tensors (copying: values may change later)."""
@@ -721,11 +611,11 @@ class HookCore:
 
     @staticmethod
     def _numpy_reductions(plan: TensorPlan, arr: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
-        from smdebug_lite.hooks.numpy_reductions import compute
+        from smdebug_lite.reductions import reduce_array as compute
 
         return {pair: compute(arr, *pair) for pair in plan.reductions}
 
-    # -- writer, collections file, TensorBoard ---------------------------------------------------
+    # -- writer, collections file ----------------------------------------------------------------
 
     def _writer_for_step(self) -> TrialWriter | ProcessTrialWriter:
         if self._writer is None:
@@ -742,42 +632,18 @@ class HookCore:
 
     def _claim_out_dir(self) -> bool:
         """Several processes that each believe they are the only worker must not interleave
-        files: the first to create claim.smd writes; a claim left by a dead process is taken over."""
+        files (`out_dir_claim`); a distributed run or an S3 out_dir needs no claim."""
         if self.num_workers > 1 or is_s3_path(self.out_dir):
             return True
-        os.makedirs(self.out_dir, exist_ok=True)
-        path = os.path.join(self.out_dir, CLAIM_FILE)
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-                try:
-                    with os.fdopen(fd, "w") as f:
-                        f.write(str(os.getpid()))
-                except OSError:
-                    os.unlink(path)  # (an empty claim would read as a dead owner's anyway)
-                    raise
-                self._claimed = True
-                return True
-            except FileExistsError:
-                try:
-                    owner = int(open(path).read().strip() or "0")
-                except (OSError, ValueError):
-                    owner = 0
-                if owner == os.getpid():
-                    return True
-                if owner and _pid_alive(owner):
-                    logger.warning("Another process (pid %d) is writing to %s; this process will "
-                                   "not save tensors there", owner, self.out_dir)
-                    return False
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-        return False
+        if self._claim is None:
+            self._claim = OutDirClaim(open_storage(self.out_dir))
+        return self._claim.take()
 
     def _collections_json(self) -> str:
         n = self.num_workers if self.include_workers == "all" else 1
         return self.collection_manager.export(None, num_workers=n)
 
-    def _maybe_export_collections(self) -> None:
+    def maybe_export_collections(self) -> None:
         """Write the collections file after the first saved step, and again whenever collections
         learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
         version = tensor_names_version()
@@ -785,35 +651,14 @@ class HookCore:
             self._exported_version = version
             self._writer.write_collections(self._collections_json())
 
-    def _make_tb_writer(self):
-        from smdebug_lite.writer.tensorboard import TensorBoardWriter
-
-        return TensorBoardWriter(self.tensorboard_dir)
-
-    def _tb_record(self, plan: TensorPlan, raw: np.ndarray, step: int | None = None,
-                   mode: ModeKeys | None = None) -> None:
-        """TensorBoard gets the step and mode of the step the tensor belongs to (a write may be
-        deferred to the end of its step, after set_mode)."""
-        step = self.step if step is None else step
-        mode = self.mode if mode is None else mode
-        if raw.dtype in LOW_PRECISION_FLOATS:  # bfloat16/float8 (numpy kind "V")
-            raw = raw.astype(np.float32)
-        if plan.tb_scalar and raw.size == 1 and raw.dtype.kind in "biuf":
-            self._tb.add_scalar(plan.name, float(raw.reshape(-1)[0]), step, mode)
-        elif plan.histogram and raw.size and raw.dtype.kind in "iuf":
-            explicit = self._explicit_ids
-            for c in plan.collections:
-                if (c.save_histogram and c.name not in NON_HISTOGRAM_COLLECTIONS
-                        and id(c) in explicit):
-                    self._tb.add_histogram(f"{c.name}/{plan.name}", raw, step, mode)
-
     def _report_unmatched(self, first_only: bool) -> None:
-        if first_only and self._saving_ids in self._all_matched:
+        plans = self.plans
+        if first_only and plans.saving_ids in self._all_matched:
             return  # every one of these collections has matched (or been reported) already
         unsettled = False
-        explicit = self._explicit_ids
-        for c in self._saving:
-            if (c.name in self._matched or c.name in self._warned_unmatched or c.tensor_names
+        explicit = plans.explicit_ids
+        for c in plans.saving:
+            if (c.name in plans.matched or c.name in self._warned_unmatched or c.tensor_names
                     or id(c) not in explicit):  # (included by save_all only: nothing to report)
                 continue
             if c.name in (CollectionKeys.ALL, CollectionKeys.DEFAULT) and not c.include_regex:
@@ -824,7 +669,7 @@ class HookCore:
                 "Collection %r (regex %s) matched no tensor at step %d (%s); %s", c.name,
                 c.include_regex or "none", self.step, self.mode.name, self._unmatched_hint(c))
         if not unsettled:
-            self._all_matched.add(self._saving_ids)
+            self._all_matched.add(plans.saving_ids)
 
     def _unmatched_hint(self, coll: Collection) -> str:
         """What to check when `coll` saved nothing (a framework knows likelier causes)."""
@@ -838,13 +683,8 @@ class HookCore:
         Training loops that want rules to stop them check this (it is rate-limited, so it is
         cheap to call every step): ``if hook.stop_requested(): break``.
         """
-        poller = getattr(self, "_stop_poller", None)
-        if poller is None:
-            from smdebug_lite.rules.actions.stop_signal import StopSignalPoller
-
-            poller = self._stop_poller = StopSignalPoller(self.out_dir)
         try:
-            return poller.should_stop()
+            return self.stop_signal.should_stop()
         except Exception as e:  # a storage hiccup must not stop training
             logger.debug("stop-signal check failed: %s", e)
             return False
@@ -862,7 +702,7 @@ class HookCore:
             yield
         except _SilentDisable:
             self.disabled = True
-            self._quiet_left = 0
+            self.cursor.quiet_left = 0
         except Exception as e:
             self.disable(where, e)
 
@@ -870,7 +710,7 @@ class HookCore:
         if self.disabled:
             return
         self.disabled = True
-        self._quiet_left = 0
+        self.cursor.quiet_left = 0
         self._step_writer = None
         if isinstance(error, WriteFailed):
             # Not a fault of the hook (a full disk, S3 refusing writes): no traceback, and
@@ -888,22 +728,26 @@ class HookCore:
         """smdebug's name for the end-of-run close; its tests and scripts call it directly."""
         self.close()
 
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     def close(self) -> None:
         """Write the last step, the collections file and the end marker; wait for uploads."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            self._quiet_left = 0
+            self.cursor.quiet_left = 0
         try:
             if not self.disabled:
                 with self.failsafe("close"):
                     self.end_step()
                     self._report_unmatched(first_only=False)
-                    if self._training_state is not None and self.chief:
+                    if self.training_state is not None and self.chief:
                         # A checkpoint written after the last step is recorded too.
-                        self._training_state.maybe_record(self.step, self.mode_steps,
-                                                          self.last_saved_step, now=True)
+                        self.training_state.maybe_record(self.step, self.mode_steps,
+                                                         self.last_saved_step, now=True)
             # Even a hook that disabled itself ends the run cleanly on disk (collections file,
             # end marker): readers waiting for data learn that training is over instead of
             # waiting out their timeout, and what was saved before the failure stays readable.
@@ -911,25 +755,28 @@ class HookCore:
                 try:
                     writer = self._writer_for_step()
                     self._exported_version = -1
-                    self._maybe_export_collections()
+                    self.maybe_export_collections()
                     writer.close()
                 except _SilentDisable:
                     pass
                 except Exception as e:
                     if not (isinstance(e, WriteFailed) and self._write_failure_reported):
                         logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
-                self._mark_training_end()
-            if self._tb is not None:
-                self._tb.close()
-            if self._sm_metrics is not None:
-                self._sm_metrics.close()
+                self.mark_training_end()
+                if self.chief:  # one writer compacts the index (SMDEBUG_COMPACT=0: none)
+                    try:
+                        from smdebug_lite.index.compact import compact_at_close
+
+                        compact_at_close(self.out_dir)
+                    except Exception as e:  # the trial is complete without a manifest
+                        logger.warning("smdebug-lite could not compact %s: %s", self.out_dir, e)
+            self.side_outputs.close()
         finally:
-            if self._claimed:
-                with contextlib.suppress(OSError):
-                    os.unlink(os.path.join(self.out_dir, CLAIM_FILE))
+            if self._claim is not None:
+                self._claim.release()
             shutdown.forget(self)
 
-    def _mark_training_end(self) -> None:
+    def mark_training_end(self) -> None:
         """Write the end marker unless the writer did. After a failed writer (a full disk, S3
         refusing writes) it did not, yet readers must learn that no step is coming any more: a
         zero-byte file, written straight to storage (it needs no free block on a full disk).
@@ -953,16 +800,6 @@ class HookCore:
 
 class _SilentDisable(Exception):
     """Another process owns the out_dir: stop saving without an error report."""
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 __all__ = ["HookCore", "TensorPlan", "reduction_tensor_name", "to_numpy_value"]

@@ -28,9 +28,9 @@ import contextlib
 import os
 import signal
 import threading
-import weakref
 from typing import TYPE_CHECKING, Any
 
+from smdebug_lite.hooks import registry
 from smdebug_lite.logger import get_logger
 
 if TYPE_CHECKING:
@@ -40,23 +40,18 @@ logger = get_logger(__name__)
 
 DEFAULT_CLOSE_TIMEOUT_S = 60.0
 
-_live_hooks: weakref.WeakSet = weakref.WeakSet()
 _install_tried = False
 _previous_handler: Any = None
 
 
 def track(hook: HookCore) -> None:
     """`hook` is open: close it at exit or on SIGTERM if nobody else does."""
-    _live_hooks.add(hook)
+    registry.track(hook)
     _install_sigterm_handler()
 
 
-def forget(hook: HookCore) -> None:
-    _live_hooks.discard(hook)
-
-
-def live_hooks() -> list[HookCore]:
-    return list(_live_hooks)
+forget = registry.forget
+live_hooks = registry.live_hooks
 
 
 @atexit.register
@@ -111,7 +106,7 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         # closer gave up): its end marker at least.
         for hook in live_hooks():
             with contextlib.suppress(Exception):
-                hook._mark_training_end()
+                hook.mark_training_end()
     previous = _previous_handler
     if callable(previous):
         previous(signum, frame)
@@ -128,16 +123,6 @@ def _close_all(hooks: list[HookCore]) -> None:
         except Exception as e:  # (close reports its own failures; this is a last resort)
             logger.error("smdebug-lite could not close the hook of %s on SIGTERM: %s",
                          getattr(hook, "out_dir", "?"), e)
-
-
-def _forget_hooks_in_forked_child() -> None:
-    """A forked child (os.fork) does not own its parent's hooks: closing them at the child's
-    exit would end the parent's run on disk (training_job_end.ts) while it still trains."""
-    _live_hooks.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_hooks_in_forked_child)
 
 
 __all__ = ["forget", "live_hooks", "track"]

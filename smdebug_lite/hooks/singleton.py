@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from smdebug_lite.config.hook_json import HookConfigError, config_file_path
+from smdebug_lite.hooks import registry
 from smdebug_lite.logger import get_logger
 
 logger = get_logger(__name__)
@@ -22,7 +23,6 @@ USE_SMDEBUG_ENV = "USE_SMDEBUG"
 _FALSE = frozenset({"0", "false", "no", "off", "n", "f"})
 
 _lock = threading.RLock()
-_hook: Any = None
 _reported: set[str] = set()
 
 
@@ -32,19 +32,15 @@ def smdebug_enabled() -> bool:
 
 
 def set_hook(hook: Any) -> None:
-    global _hook
-    with _lock:
-        _hook = hook
+    registry.set_current(hook)
 
 
 def del_hook() -> None:
-    global _hook
-    with _lock:
-        _hook = None
+    registry.set_current(None)
 
 
 def current_hook() -> Any:
-    return _hook
+    return registry.current()
 
 
 def _report_once(path: str, message: str) -> None:
@@ -56,16 +52,17 @@ def _report_once(path: str, message: str) -> None:
 def get_hook(hook_class: type, json_config_path: str | None = None,
              create_if_not_exists: bool = False) -> Any:
     """The current hook if it is a `hook_class`; else, when asked to, one built from the JSON."""
-    global _hook
     if not smdebug_enabled():
         return None
     with _lock:
-        if _hook is not None and not isinstance(_hook, hook_class):
+        hook = registry.current()
+        if hook is not None and not isinstance(hook, hook_class):
             logger.info("The current hook is a %s, not a %s; replacing it",
-                        type(_hook).__name__, hook_class.__name__)
-            _hook = None
-        if _hook is not None or not create_if_not_exists:
-            return _hook
+                        type(hook).__name__, hook_class.__name__)
+            hook = None
+            registry.set_current(None)
+        if hook is not None or not create_if_not_exists:
+            return hook
         path = config_file_path(json_config_path)
         if not os.path.isfile(path):
             logger.debug("No hook configuration at %s: debugging is off", path)
@@ -78,7 +75,7 @@ def get_hook(hook_class: type, json_config_path: str | None = None,
         except Exception as e:  # e.g. an out_dir holding a finished run: still not fatal
             _report_once(path, f"could not create a hook from {path}: {type(e).__name__}: {e}")
             return None
-        _hook = hook
+        registry.set_current(hook)
         return hook
 
 

@@ -62,7 +62,7 @@ class TrainingState:
         self.states = self._load()
         runs = [s.get("training-run") for s in self.states]
         self.run = max((r for r in runs if isinstance(r, int)), default=-1) + 1
-        self._signature = self._checkpoint_signature()
+        self._signature = self.checkpoint_signature()
         self._next_check = time.monotonic() + CHECK_INTERVAL_S
 
     @classmethod
@@ -97,7 +97,7 @@ class TrainingState:
         if t < self._next_check and not now:
             return
         self._next_check = t + CHECK_INTERVAL_S
-        signature = self._checkpoint_signature()
+        signature = self.checkpoint_signature()
         if signature == self._signature:
             return
         self._signature = signature
@@ -130,7 +130,7 @@ class TrainingState:
             return []
         return states
 
-    def _checkpoint_signature(self) -> tuple:
+    def checkpoint_signature(self) -> tuple:
         """(name, size, mtime) of every checkpoint file; ours (and its temporary files, named
         after it) are left out, so recording a state is not taken for a new checkpoint."""
         found = []

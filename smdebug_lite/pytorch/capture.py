@@ -18,6 +18,7 @@ import torch
 
 from smdebug_lite.hooks.core import TensorPlan
 from smdebug_lite.pytorch.reductions import reduce_tensor
+from smdebug_lite.pytorch.sharded import full_reductions, full_value, is_dtensor
 from smdebug_lite.pytorch.step_record import GRADS, MANY, ONE, SIGNATURE, RecordedCall, StepRecord
 from smdebug_lite.pytorch.step_record import copy_all as _copy_all
 
@@ -39,6 +40,7 @@ for _torch_name, _np_name in (
 _POOLED = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32,
                      torch.int16, torch.int8, torch.uint8, torch.bool})
 _STRIDED = torch.strided
+_PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})  # others may be DTensors
 _NUMPY_DTYPES = {t: torch.empty(0, dtype=t).numpy().dtype for t in _POOLED}
 
 
@@ -103,6 +105,11 @@ class HostBuffers:
         self._slots: dict[tuple, _Slot] = {}
         self._touched: list[_Slot] = []  # slots taken from during this step
         self._lock = threading.Lock()
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while the pools change (a record shares it to give its buffers back)."""
+        return self._lock
 
     def take(self, like: torch.Tensor) -> Buffer:
         pinned = like.is_cuda
@@ -212,6 +219,14 @@ class StepBuffer:
             return len(self._items) + self._replay.calls[self._pos - 1].end
         return len(self._items)
 
+    def snapshots(self) -> list:
+        """The raw copies captured so far in this step (those of the record it replays
+        first), in capture order."""
+        replayed = []
+        if self._replay is not None and self._pos:
+            replayed = [item[1] for item in self._replay.items[:self._replay.calls[self._pos - 1].end]]
+        return replayed + [item[1] for item in self._items]
+
     # -- replaying a record ---------------------------------------------------------------
 
     def begin_replay(self, record: StepRecord) -> bool:
@@ -276,7 +291,7 @@ class StepBuffer:
         if (not ok or not calls or calls[-1].end != len(items) or len(self._taken) != len(items)
                 or self.buffers.writer_process is None):
             return None
-        return StepRecord(calls, items, list(self._taken), self.buffers.give_back, self.buffers._lock)
+        return StepRecord(calls, items, list(self._taken), self.buffers.give_back, self.buffers.lock)
 
     # -- capturing ------------------------------------------------------------------------
 
@@ -289,6 +304,9 @@ class StepBuffer:
                 self._pos += 1
                 return
             self.abort_replay()
+        if type(tensor) not in _PLAIN_TYPES and is_dtensor(tensor):
+            self._capture_sharded(plan, tensor, want_raw, replace)
+            return
         # (a gradient needs no detach: only what autograd tracks does, or the copy would be recorded)
         t = tensor.detach() if tensor.requires_grad else tensor
         raw = None
@@ -313,6 +331,26 @@ class StepBuffer:
                                             [self._taken[-1][1]]))
         else:
             self._recordable = False
+        if replace:
+            self._replace(item)
+        else:
+            self._items.append(item)
+
+    def _capture_sharded(self, plan: TensorPlan, tensor: torch.Tensor, want_raw: bool,
+                         replace: bool) -> None:
+        """A DTensor (FSDP2's parameters and gradients): the reductions of the whole tensor, and
+        its whole value when that is saved, through collectives every rank makes alike (so what
+        decides them is the plan, never this rank's listeners; see `sharded`)."""
+        self._recordable = False
+        reductions = _NONE
+        if plan.reductions and tensor.numel():
+            reductions = full_reductions(tensor, plan.reductions, plan.name)
+        raw = None
+        if plan.save_raw or plan.histogram or plan.tb_scalar:
+            whole = full_value(tensor)
+            if want_raw:
+                raw = self._snapshot(_plain(whole))
+        item = (plan, raw, reductions, tuple(tensor.shape))
         if replace:
             self._replace(item)
         else:
@@ -345,7 +383,8 @@ class StepBuffer:
         srcs = [tensor.detach() if tensor.requires_grad else tensor for _, tensor in pairs]
         for (plan, _), t in zip(pairs, srcs, strict=True):
             if (plan.reductions or not (plan.save_raw or (tb and (plan.histogram or plan.tb_scalar)))
-                    or t.dtype not in _POOLED or t.layout is not _STRIDED or t.is_neg()):
+                    or t.dtype not in _POOLED or t.layout is not _STRIDED or t.is_neg()
+                    or type(t) not in _PLAIN_TYPES):
                 break
         else:  # all plain
             entries = self.buffers.take_many(srcs)

@@ -21,18 +21,21 @@ class Collection(_BaseCollection):
         self._modules: dict[Any, tuple[bool, bool]] = {}
 
     def add_module_tensors(self, module: Any, inputs: bool = False, outputs: bool = True) -> None:
-        self._modules[module] = (bool(inputs), bool(outputs))
+        self.modules[module] = (bool(inputs), bool(outputs))
 
     @property
     def modules(self) -> dict[Any, tuple[bool, bool]]:
-        return self._modules
+        # (a shared collection turned into this class in place has none yet)
+        modules = self.__dict__.get("_modules")
+        if modules is None:
+            modules = self._modules = {}
+        return modules
 
 
 def as_pytorch_collection(coll: _BaseCollection) -> Collection:
     """Give a collection made by the shared CollectionManager the PyTorch extras, in place."""
     if not isinstance(coll, Collection):
         coll.__class__ = Collection
-        coll._modules = {}  # type: ignore[attr-defined]
     return coll  # type: ignore[return-value]
 
 

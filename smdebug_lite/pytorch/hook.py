@@ -35,21 +35,18 @@ from torch.utils.hooks import RemovableHandle
 
 from smdebug_lite.config.collection import CollectionKeys
 from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import GENERATION as _GENERATION
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.core import HookCore, TensorPlan
 from smdebug_lite.logger import get_logger
-from smdebug_lite.modes import ModeKeys
-from smdebug_lite.pytorch import extension, step_call, workers
+from smdebug_lite.pytorch import compile_watch, extension, sharded, step_call, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 from smdebug_lite.pytorch.steady_cycle import SteadyCycle
 from smdebug_lite.pytorch.step_record import StepRecord
-from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer import PendingStep as StepWriter
 
 logger = get_logger(__name__)
-_GLOBAL = ModeKeys.GLOBAL
 _FIRST = operator.itemgetter(0)
 
 GRADIENT_PREFIX = "gradient/"
@@ -146,7 +143,7 @@ class _Root:
     step_call: step_call.StepCall | None = None  # see `step_call`
 
     def params_to_save(self, hook: Hook) -> list[tuple[TensorPlan, nn.Parameter]]:
-        cache = hook._plan_cache
+        cache = hook.plans.cache
         if self.saved_params is None or self.saved_params[0] is not cache:
             pairs = [(plan, p) for tname, p in self.params if (plan := hook.plan(tname)) is not None]
             self.saved_params = (cache, pairs)
@@ -233,6 +230,8 @@ class Hook(HookCore):
         # (hook dict, key there, callback) of every forward hook, and whether they are attached
         self._fwd_slots: list[tuple[dict, int, Any]] = []
         self._fwd_on = True
+        self._fwd_kept = False  # attached at every step once dynamo compiles (`compile_watch`)
+        self._sharded = False  # a registered model holds DTensors: every rank captures
         self._steady: SteadyCycle | None = None  # see `steady_cycle`
         # (saving, their ids, plan cache, gradient ids, record) of a step just handed over as a
         # repeat: what `start_step` makes a SteadyCycle of when the step after it is quiet
@@ -258,9 +257,14 @@ class Hook(HookCore):
             save_all=save_all,
             include_workers=include_workers,
         )
-        self._collections_configured()
+        self.collections_configured()
 
-    def _collections_configured(self) -> None:
+    @property
+    def step_buffer(self) -> StepBuffer:
+        """What the current step has captured, until it is handed to the writer."""
+        return self._buffer
+
+    def collections_configured(self) -> None:
         for coll in self.collection_manager.collections.values():
             as_pytorch_collection(coll)
 
@@ -308,7 +312,7 @@ class Hook(HookCore):
         return None
 
     def _wanted(self, name: str) -> bool:
-        return any(c.matches(name) for c in self._included)
+        return any(c.matches(name) for c in self.plans.included)
 
     def _unmatched_hint(self, coll: Collection) -> str:
         if coll.name == CollectionKeys.LOSSES:  # (included by default)
@@ -346,11 +350,16 @@ class Hook(HookCore):
             if id(module) in self._root_by_module or any(r.inner is inner for r in self._roots):
                 logger.warning("register_module: %s is already registered; ignored", inner._get_name())
                 return
-            root_name = inner._get_name()
+            # (FSDP2's FSDP<Class> keeps <Class>'s names)
+            root_name = sharded.unwrapped_class_name(inner) or inner._get_name()
             params = [(f"{root_name}_{n}", p) for n, p in inner.named_parameters()]
+            if any(sharded.is_dtensor(p) for _, p in params):
+                self._sharded = True
             modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
             root = _Root(module, inner, root_name, params, modules)
             callback = _torch_hook(self.forward_pre_hook)
+            if not compile_watch.watch(self):  # (before any compilation of `module`)
+                self._fwd_kept = True
             handle = module.register_forward_pre_hook(callback)
             root.handles.append(handle)
             root.step_call = step_call.install(module, handle.id, callback)
@@ -413,9 +422,18 @@ class Hook(HookCore):
         handle = module.register_forward_hook(callback)
         slot = (handle.hooks_dict_ref(), handle.id, callback)
         self._fwd_slots.append(slot)
-        if not self._fwd_on:
+        if not compile_watch.watch(self):
+            self._fwd_kept = True
+        if not self._fwd_on and not self._fwd_kept:
             slot[0].pop(slot[1], None)
         return handle
+
+    def keep_forward_hooks(self) -> None:
+        """Dynamo is about to trace: from now on the forward hooks stay in their modules' hook
+        dicts at every step, so that compiled code calls them (see `compile_watch`)."""
+        self._fwd_kept = True
+        for hooks, key, callback in self._fwd_slots:
+            hooks[key] = callback
 
     def _set_forward_hooks(self, on: bool) -> None:
         """Forward hooks (losses, module inputs/outputs) are in their modules' hook dicts only
@@ -424,7 +442,7 @@ class Hook(HookCore):
         if on:
             for hooks, key, callback in self._fwd_slots:
                 hooks[key] = callback
-        else:
+        elif not self._fwd_kept:
             for hooks, key, _ in self._fwd_slots:
                 hooks.pop(key, None)
         self._fwd_on = on
@@ -432,7 +450,7 @@ class Hook(HookCore):
     def _sync_hooks(self) -> None:
         """Attach forward hooks to the modules, and gradient hooks to the parameters, that some
         included collection can match (run when collections are prepared or change)."""
-        self._quiet_left = 0  # (the next step starts in full: it sees the new hooks)
+        self.cursor.quiet_left = 0  # (the next step starts in full: it sees the new hooks)
         self._io_wants_by_name.clear()  # what collections match may have changed
         for root in self._roots if not self._ext_forward else ():  # (else: `_install_overrides`)
             for name, m in root.modules:
@@ -456,12 +474,13 @@ class Hook(HookCore):
         Each parameter's hook is registered once (its `RemovableHandle` is kept); after that,
         attaching and detaching only put the callback in and out of the parameter's hook dict,
         which costs far less than registering anew at every saved step."""
-        saving = self._saving_ids if self._capturing else frozenset()
+        saving = self.plans.saving_ids if self._capturing else frozenset()
         wanted = self._grad_wanted.get(saving)
         if wanted is None:
+            matching = self.plans.matching
             wanted = self._grad_wanted[saving] = frozenset(
                 pid for pid, grad_name, _, _ in self._grad_params
-                if saving and any(id(c) in saving for c in self._matching(grad_name)))
+                if saving and any(id(c) in saving for c in matching(grad_name)))
         attached = self._grad_attached
         if wanted == attached:
             return
@@ -509,8 +528,9 @@ class Hook(HookCore):
         self._grad_params.clear()
         self._grad_wanted.clear()
         self._root_by_module.clear()
+        compile_watch.unwatch(self)
         self._capturing = False
-        self._quiet_left = 0
+        self.cursor.quiet_left = 0
         self._steady = None
 
     # -- torch callbacks -------------------------------------------------------------------------
@@ -519,17 +539,16 @@ class Hook(HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if _graph_task_id() != -1:  # `in_backward_pass()`, without a Python call on every step
             return  # (a checkpointed model computed again: not a step)
-        left = self._quiet_left
-        if left and _GENERATION[0] == self._quiet_gen:
+        cursor = self.cursor
+        left = cursor.quiet_left
+        if left and cursor.epoch == cursor.quiet_epoch:
             # Most steps: nothing to finish and nothing to save; only the counters move.
-            self._quiet_left = left - 1
-            step = self.step = self.step + 1
-            mode_steps, mode = self.mode_steps, self.mode
-            mode_steps[mode] += 1
-            if mode is not _GLOBAL:
-                mode_steps[_GLOBAL] = step
+            cursor.quiet_left = left - 1
+            cursor.advance()
             return
-        if self.disabled or self._closed:
+        if (self.disabled and not self._sharded) or self._closed:
+            # (a disabled hook of a sharded model goes on making the collectives of saving
+            # steps, and discards what it captures: the other ranks wait for them)
             return
         try:  # what `failsafe` does, without a context manager on every forward pass
             cycle = self._steady
@@ -545,7 +564,7 @@ class Hook(HookCore):
             if self._capturing:
                 root = self._root_by_module.get(id(module))
                 if root is not None:
-                    self._buffer.capture_many(root.params_to_save(self), self._tb is not None)
+                    self._buffer.capture_many(root.params_to_save(self), self.side_outputs.raw_wanted)
         except Exception as e:
             with self.failsafe("forward_pre_hook"):
                 raise e
@@ -595,7 +614,7 @@ class Hook(HookCore):
             plan = self.plan
             grads = [(p, g) for name, param in pending
                      if (g := param.grad) is not None and (p := plan(name)) is not None]
-            self._buffer.capture_many(grads, self._tb is not None, replace=True,
+            self._buffer.capture_many(grads, self.side_outputs.raw_wanted, replace=True,
                                       names=names if len(grads) == len(names) else ())
         except Exception as e:
             with self.failsafe("gradient hook"):
@@ -702,11 +721,11 @@ class Hook(HookCore):
             if check_before_write:
                 plan = self.plan(tensor_name)
             else:
-                plan = self._plan_for(tensor_name, list(self._matching(tensor_name)))
+                plan = self.plans.plan_for(tensor_name, list(self.plans.matching(tensor_name)))
             if plan is None:
                 return
             if isinstance(tensor_value, torch.Tensor):
-                want_raw = plan.save_raw or self._tb_wants(plan)
+                want_raw = plan.save_raw or self.side_outputs.wants_raw(plan)
                 self._buffer.capture(plan, tensor_value, want_raw, replace=True)
             else:
                 arr = self._to_numpy(tensor_value)
@@ -746,7 +765,7 @@ class Hook(HookCore):
         try:
             plan = self.plan(name)
             if plan is not None:
-                want_raw = plan.save_raw or self._tb_wants(plan)
+                want_raw = plan.save_raw or self.side_outputs.wants_raw(plan)
                 self._buffer.capture(plan, grad, want_raw, replace=True)
         except Exception as e:
             with self.failsafe("backward_hook"):
@@ -761,21 +780,18 @@ class Hook(HookCore):
             plan = self.plan(f"{key}{idx}")
             idx += 1
             if plan is not None:
-                self._buffer.capture(plan, t, plan.save_raw or self._tb_wants(plan))
+                self._buffer.capture(plan, t, plan.save_raw or self.side_outputs.wants_raw(plan))
         self._io_counts[key] = idx
 
-    def _tb_wants(self, plan: TensorPlan) -> bool:
-        """TensorBoard needs the raw value (for a histogram or scalar) even if it is not saved."""
-        return self._tb is not None and (plan.histogram or plan.tb_scalar)
-
     def _flush_buffer(self) -> None:
-        buf, sw = self._buffer, self._step_writer
+        buf, sw, writer = self._buffer, self._step_writer, self.trial_writer
         rec = buf.replayed()
         if rec is not None:
-            if sw is not None and not len(sw) and rec.repeatable_by(self._writer):
+            if sw is not None and not len(sw) and rec.repeatable_by(writer):
                 # The step is the record's again: the writer process is told only its numbers.
                 buf.end_replay()
-                self._repeated = (self._saving, self._saving_ids, self._plan_cache,
+                plans = self.plans
+                self._repeated = (plans.saving, plans.saving_ids, plans.cache,
                                   self._grad_attached, rec)
                 rec.repeat_as(sw)
                 sw.on_submitted = functools.partial(self._record_used, rec, sw)
@@ -785,16 +801,16 @@ class Hook(HookCore):
         if len(buf):
             items = buf.drain()
             self.write_step(items, time.time())  # one time for the step's tensors
-            if (sw is not None and len(sw) == len(items) and self.writes and self._tb is None
-                    and self._sm_metrics is None):
+            if (sw is not None and len(sw) == len(items) and self.writes
+                    and not self.side_outputs.live):
                 rec = buf.take_record(items)
         taken = buf.take_buffers()
         if taken:
             # Later snapshots go straight to the writer process's shared memory, if it has one.
-            buf.buffers.writer_process = getattr(self._writer, "proc", None)
+            buf.buffers.writer_process = getattr(self.trial_writer, "proc", None)
             if sw is not None and self.writes and len(sw):  # (writes is False in a dry run)
                 if rec is not None:  # the next saving step like this one may replay it
-                    rec.plan_cache = self._plan_cache
+                    rec.plan_cache = self.plans.cache
                     sw.on_written = rec.written
                     sw.on_submitted = functools.partial(self._adopt_record, rec, sw)
                 else:  # snapshot memory is reused once the writer has written the step
@@ -809,11 +825,12 @@ class Hook(HookCore):
         """The recorded step was submitted: with a writer's template to repeat, it becomes the
         record that later saving steps replay."""
         rec.used_by(sw.token)
-        proc = getattr(self._writer, "proc", None)
+        writer = self.trial_writer
+        proc = getattr(writer, "proc", None)
         if template is None or proc is None:
             rec.drop()
             return
-        rec.template, rec.writer, rec.board = template, self._writer, proc.board
+        rec.template, rec.writer, rec.board = template, writer, proc.board
         old, self._buffer.record = self._buffer.record, rec
         if old is not None:
             old.drop()
@@ -821,8 +838,9 @@ class Hook(HookCore):
     def _start_replay(self, rec: StepRecord) -> None:
         """Replay the record in this saving step if nothing it relies on has changed."""
         sw = self._step_writer
-        if (sw is not None and not len(sw) and rec.plan_cache is self._plan_cache and self._tb is None
-                and rec.repeatable_by(self._writer) and rec.ready()):
+        if (sw is not None and not len(sw) and rec.plan_cache is self.plans.cache
+                and not self.side_outputs.raw_wanted and rec.repeatable_by(self.trial_writer)
+                and rec.ready()):
             self._buffer.begin_replay(rec)
 
     # -- steps -----------------------------------------------------------------------------------
@@ -835,7 +853,9 @@ class Hook(HookCore):
         self._repeated = None
         super().start_step()  # (ends the step before: `_flush_buffer` may set `_repeated`)
         repeated, self._repeated = self._repeated, None
-        self._capturing = bool(self._saving) and (self.writes or self.dry_run) and not self.disabled
+        # (a sharded model's ranks all capture: its reductions and gathers are collectives)
+        self._capturing = (bool(self.plans.saving) and (self.writes or self.dry_run or self._sharded)
+                           and (not self.disabled or self._sharded))
         if self._capturing and self._buffer.record is not None:
             self._start_replay(self._buffer.record)
         if self._grad_params and (self._capturing or self._grad_attached):
@@ -843,7 +863,7 @@ class Hook(HookCore):
         if self._capturing != self._fwd_on:
             self._set_forward_hooks(self._capturing)
         if not (self._capturing or self._grad_attached or self._fwd_on):
-            self._quiet_left = self._quiet_steps_ahead()
+            self.quiet_steps_ahead()
             if repeated is not None:
                 self._steady = self._take_steady(*repeated)
 
@@ -855,56 +875,51 @@ class Hook(HookCore):
         without the general path: one model, one schedule that all included collections save
         by, nothing else written at a saving step (TensorBoard, SageMaker metrics, training
         state), every saving collection's names settled."""
-        mode = self.mode
-        if (len(self._roots) != 1 or self._tb is not None or self._sm_metrics is not None
-                or self._training_state is not None or not self.writes or self._buffer.record is not rec
-                or self._step_writer is not None or self._saving or self._before_first_step
-                or ids not in self._all_matched or self._grad_wanted.get(ids) is not grad_ids
-                or self._plan_caches.get(ids) is not plan_cache):
+        cursor, plans = self.cursor, self.plans
+        mode = cursor.mode
+        if (len(self._roots) != 1 or self.side_outputs.live or self.training_state is not None
+                or not self.writes or self._buffer.record is not rec
+                or self._step_writer is not None or plans.saving or self.has_deferred_saves
+                or not self.names_settled(ids) or self._grad_wanted.get(ids) is not grad_ids
+                or plans.cache_for(ids) is not plan_cache):
             return None
-        generation = _GENERATION[0]
-        quiet = self._quiet.get(mode)
-        schedules, members = self._schedule(mode)
+        window = cursor.window(mode)
+        schedules, members = cursor.schedule(mode, plans.included)
         # (this step lies in the quiet window the saving step opened, which ends at a saving step)
-        if (quiet is None or quiet[0] != generation or quiet[2] == math.inf or len(schedules) != 1
+        if (window is None or window[2] == math.inf or len(schedules) != 1
                 or len(members) != len(saving) or any(c is not s for (c, _), s in zip(members, saving, strict=True))):
             return None
         root = self._roots[0]
         if root.saved_params is None or root.saved_params[0] is not plan_cache:
             return None
         grads = [(pid, p, callback) for pid, _, p, callback in self._grad_params if pid in grad_ids]
-        return SteadyCycle(generation, mode, schedules[0], saving, ids, plan_cache, self._saving_ids,
-                           self._plan_cache, rec, root, root.saved_params[1], grads,
-                           grad_ids, int(quiet[2]))
+        return SteadyCycle(cursor.epoch, mode, schedules[0], saving, ids, plan_cache,
+                           plans.saving_ids, plans.cache, rec, root, root.saved_params[1], grads,
+                           grad_ids, int(window[2]))
 
     def _steady_begin(self, cycle: SteadyCycle, module: nn.Module) -> bool:
         """Start the cycle's next saving step, as `start_step` would, if nothing the cycle
         relies on has changed; False: the general path starts it."""
-        mode = self.mode
-        mode_step = self.mode_steps.get(mode, -1) + 1
+        cursor, plans = self.cursor, self.plans
+        mode = cursor.mode
+        mode_step = cursor.mode_steps.get(mode, -1) + 1
         rec = cycle.record
         buf = self._buffer
         # (the schedule is the one the cycle was decided under: the step due is a saving step)
-        if (mode_step != cycle.due or mode is not cycle.mode or _GENERATION[0] != cycle.generation
-                or self._step_writer is not None or self._saving or self._before_first_step
+        if (mode_step != cycle.due or mode is not cycle.mode or cursor.epoch != cycle.generation
+                or self._step_writer is not None or plans.saving or self.has_deferred_saves
                 or self._grad_attached or self._fwd_on or self._grads_pending
-                or self._plan_caches.get(cycle.saving_ids) is not cycle.plan_cache
+                or plans.cache_for(cycle.saving_ids) is not cycle.plan_cache
                 or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
                 or self._root_by_module.get(id(module)) is not cycle.root
-                or buf.record is not rec or not rec.repeatable_by(self._writer) or not rec.ready()):
+                or buf.record is not rec or not rec.repeatable_by(self.trial_writer) or not rec.ready()):
             return False
         following = cycle.schedule.next_save_step(mode_step + 1)
         if not buf.begin_replay(rec):
             return False
-        step = self.step = self.step + 1
-        mode_steps = self.mode_steps
-        mode_steps[mode] = mode_step
-        if mode is not _GLOBAL:
-            mode_steps[_GLOBAL] = step
-        self._saving = cycle.saving
-        self._saving_ids = self._plan_key = cycle.saving_ids
-        self._plan_cache = cycle.plan_cache
-        self._quiet[mode] = (cycle.generation, mode_step, math.inf if following is None else following)
+        step = cursor.advance()
+        plans.restore(cycle.saving, cycle.saving_ids, cycle.plan_cache)
+        cursor.open_window(mode, mode_step, math.inf if following is None else following)
         self._step_writer = StepWriter(step, self.worker, mode, mode_step)
         self._capturing = True
         slots = self._grad_slots
@@ -921,16 +936,18 @@ class Hook(HookCore):
         buf = self._buffer
         rec = cycle.record
         sw = self._step_writer
-        mode = self.mode
-        if (sw is None or len(sw) or sw.step != self.step or buf.replayed() is not rec
-                or mode is not cycle.mode or _GENERATION[0] != cycle.generation
-                or self._saving is not cycle.saving or self._before_first_step or self._grads_pending
-                or self._plan_caches.get(cycle.quiet_ids) is not cycle.quiet_plan_cache
-                or not rec.repeatable_by(self._writer)):
+        cursor, plans = self.cursor, self.plans
+        mode = cursor.mode
+        writer = self.trial_writer
+        if (sw is None or len(sw) or sw.step != cursor.step or buf.replayed() is not rec
+                or mode is not cycle.mode or cursor.epoch != cycle.generation
+                or plans.saving is not cycle.saving or self.has_deferred_saves or self._grads_pending
+                or plans.cache_for(cycle.quiet_ids) is not cycle.quiet_plan_cache
+                or not rec.repeatable_by(writer)):
             return False
-        mode_step = self.mode_steps[mode] + 1
-        quiet = self._quiet.get(mode)
-        if quiet is None or quiet[0] != cycle.generation or not quiet[1] < mode_step < quiet[2]:
+        mode_step = cursor.mode_steps[mode] + 1
+        window = cursor.window(mode)
+        if window is None or not window[1] < mode_step < window[2]:
             return False
         # The saving step is handed over as a repeat of the record (see `_flush_buffer`).
         self._capturing = False
@@ -938,29 +955,23 @@ class Hook(HookCore):
         self._io_counts.clear()
         self._step_writer = None
         rec.repeat_as(sw)
-        self._writer.submit(sw)
+        writer.submit(sw)
         rec.used_by(sw.token)
         self.last_saved_step = sw.step
-        self._maybe_export_collections()
+        self.maybe_export_collections()
         # The step after it saves nothing (see `HookCore._begin`).
-        step = self.step = self.step + 1
-        mode_steps = self.mode_steps
-        mode_steps[mode] = mode_step
-        if mode is not _GLOBAL:
-            mode_steps[_GLOBAL] = step
-        self._saving = []
-        self._saving_ids = self._plan_key = cycle.quiet_ids
-        self._plan_cache = cycle.quiet_plan_cache
+        cursor.advance()
+        plans.restore([], cycle.quiet_ids, cycle.quiet_plan_cache)
         slots = self._grad_slots
         for pid, p, _ in cycle.grads:
             _detach_grad_hook(p, slots[pid])
         self._grad_attached = frozenset()
         self._set_forward_hooks(False)
-        self._quiet_left = self._quiet_steps_ahead()
-        if quiet[2] == math.inf:  # no collection saves again: no more cycles
+        self.quiet_steps_ahead()
+        if window[2] == math.inf:  # no collection saves again: no more cycles
             self._steady = None
         else:
-            cycle.due = int(quiet[2])
+            cycle.due = int(window[2])
         return True
 
     def end_step(self) -> None:
@@ -982,6 +993,11 @@ class Hook(HookCore):
         self._capturing = False
         self._steady = None
         super().disable(where, error)
+        if self._sharded:  # plans as before (see `forward_pre_hook`); nothing is written
+            self.plan = self._plan_while_disabled
+
+    def _plan_while_disabled(self, name: str) -> TensorPlan | None:
+        return self.plans.plan(name) if self.plans.saving else None
 
     def _to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, torch.Tensor):

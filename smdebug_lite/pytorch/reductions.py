@@ -3,7 +3,9 @@
 The values match what smdebug's PyTorch hook saved: ``variance``/``std`` are unbiased (torch's
 default), ``l1``/``l2`` are vector norms of the flattened tensor, ``abs`` is applied first, and the
 result keeps the tensor's dtype. Where torch has no op for a dtype (the mean of an int tensor, the
-norm of a bool tensor) the value is computed in float64 instead of failing.
+norm of a bool tensor) the value is computed in float64 instead of failing. The counts
+(``num_nan``, ``num_inf``, ``num_zero``, see `smdebug_lite.reductions`) are int64, still on the
+device, so a step's NaN accounting costs no extra host synchronisation.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 import torch
 
 from smdebug_lite.exceptions import TensorNotReducible
-from smdebug_lite.reductions import check_reducible
+from smdebug_lite.reductions import check_reducible, is_count
 
 _FLOAT_ONLY = frozenset({"mean", "variance", "std", "l1", "l2"})
 
@@ -50,7 +52,17 @@ def reduce_tensor(t: torch.Tensor, reduction: str, is_abs: bool,
         raise
 
 
+def _count(t: torch.Tensor, reduction: str) -> torch.Tensor:
+    if reduction == "num_zero":
+        return torch.count_nonzero(t == 0)
+    if not (t.is_floating_point() or t.is_complex()):
+        return torch.zeros((), dtype=torch.int64, device=t.device)
+    return torch.count_nonzero(torch.isnan(t) if reduction == "num_nan" else torch.isinf(t))
+
+
 def _reduce(t: torch.Tensor, reduction: str, is_abs: bool) -> torch.Tensor:
+    if is_count(reduction):
+        return _count(t, reduction)  # the same with or without abs
     x = _prepare(t, reduction, is_abs)
     if reduction == "min":
         return x.min()

@@ -31,7 +31,7 @@ from smdebug_lite.pytorch.step_record import StepRecord
 class SteadyCycle:
     """What the last saving cycle decided (see the module docstring)."""
 
-    generation: int  # the schedules' generation it was decided under
+    generation: int  # the step cursor's schedule epoch it was decided under
     mode: ModeKeys
     schedule: SaveConfigMode  # the one schedule all included collections save by in `mode`
     saving: list  # the collections that save, with their ids and plan cache

@@ -35,6 +35,11 @@ class Storage(ABC):
         FileNotFoundError names a missing file. Local and S3 storage read them concurrently."""
         return [self.read(r, s, n) for r, s, n in zip(rels, starts, lengths, strict=True)]
 
+    def create_new(self, rel: str, data: bytes) -> bool:
+        """Create a file only if none exists (False: one does). Where storage cannot do that
+        atomically (S3), NotImplementedError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot create a file exclusively")
+
     @abstractmethod
     def exists(self, rel: str) -> bool: ...
 

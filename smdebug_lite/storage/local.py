@@ -57,6 +57,21 @@ class LocalStorage(Storage):
                     lengths: Sequence[int]) -> list[bytes]:
         return read_many(self.root, rels, starts, lengths)
 
+    def create_new(self, rel: str, data: bytes) -> bool:
+        path = os.path.join(self.root, rel)
+        self._ensure_dir(os.path.dirname(path))
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return False
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+        except BaseException:
+            os.unlink(path)  # (a half-written file must not stand for the whole)
+            raise
+        return True
+
     def exists(self, rel: str) -> bool:
         return os.path.exists(os.path.join(self.root, rel))
 

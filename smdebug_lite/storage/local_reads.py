@@ -2,7 +2,7 @@
 
 Reading a trial means opening thousands of small files (one index and one event file per step).
 Each read here is one open (relative to the trial's directory, so the kernel does not resolve
-its path again), one pread and one close. The system calls release the GIL, so a long list is
+its path again), one pread and one close; consecutive ranges of the same file share one open. The system calls release the GIL, so a long list is
 split between a few threads: on two cores that cuts the time of the reads by about a third.
 """
 
@@ -67,18 +67,26 @@ def _read_span(root_fd: int, rels: Sequence[str], starts: Sequence[int],
                lengths: Sequence[int | None], lo: int, hi: int) -> list[bytes]:
     out: list[bytes] = []
     append, os_open, os_close, pread, rdonly = out.append, os.open, os.close, os.pread, os.O_RDONLY
-    for rel, start, length in zip(rels[lo:hi], starts[lo:hi], lengths[lo:hi], strict=True):
-        fd = os_open(rel, rdonly, dir_fd=root_fd)
-        try:
+    fd = -1
+    last = None
+    try:
+        for rel, start, length in zip(rels[lo:hi], starts[lo:hi], lengths[lo:hi], strict=True):
+            if rel != last:
+                if fd >= 0:
+                    os_close(fd)
+                    fd = -1
+                fd = os_open(rel, rdonly, dir_fd=root_fd)
+                last = rel
             if length is None or length > _CHECKED_LENGTH:
                 data = _read_all(fd, start, length)
             else:
                 data = pread(fd, length, start)
                 if len(data) < length:
                     data = _read_all(fd, start, length)
-        finally:
+            append(data)
+    finally:
+        if fd >= 0:
             os_close(fd)
-        append(data)
     return out
 
 

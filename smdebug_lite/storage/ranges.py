@@ -8,6 +8,8 @@ bytes apart, are fetched as one and sliced afterwards.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import accumulate, islice, repeat
+from operator import add, le
 
 Span = tuple[int, int]  # (start, end), end exclusive
 
@@ -15,6 +17,13 @@ Span = tuple[int, int]  # (start, end), end exclusive
 def coalesce(starts: Sequence[int], lengths: Sequence[int], max_gap: int = 0) -> list[Span]:
     """Sorted, merged (start, end) spans covering every range; spans closer than `max_gap`
     bytes are joined."""
+    if len(starts) > 1 and len(starts) == len(lengths):
+        # The usual case, ranges in order and close together, checked with loops in C.
+        ends = list(map(add, starts, lengths))
+        if all(map(le, starts, islice(starts, 1, None))):
+            reach = list(accumulate(ends, max))  # the end of everything before each range
+            if all(map(le, islice(starts, 1, None), map(add, reach, repeat(max_gap)))):
+                return [(starts[0], reach[-1])]
     spans = sorted(zip(starts, lengths, strict=True))
     out: list[list[int]] = []
     for start, length in spans:

@@ -13,28 +13,43 @@ nothing.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import tensorflow as tf
 
-if TYPE_CHECKING:
-    from smdebug_lite.tensorflow.keras_hook import KerasHook
-
 KINDS = ("train", "test", "predict")
+
+
+@dataclass
+class CaptureSession:
+    """What the instrumented steps and patched layers share with the hook that owns them: the
+    hook's callbacks, and the state of the step being traced or run. The hook reads and resets
+    `captured` and `step_outputs` when it finishes a step."""
+
+    wants: Callable[[str], bool]  # could the tensor `name` be saved at all?
+    on_layer_call: Callable[..., None]  # (layer, is_root, args, kwargs, outputs)
+    on_apply_gradients: Callable[..., None]  # (optimizer, grads, variables)
+    on_step_data: Callable[..., None]  # (capture, kind, data): model inputs and labels
+    on_failure: Callable[[str, BaseException], None]  # the instrumented step failed to build
+    trace_kind: str | None = None  # the kind whose instrumented function is being traced
+    active: Capture | None = None  # the capture of the step being traced
+    captured: dict[str, Any] = field(default_factory=dict)  # tensors of the step that ran
+    step_outputs: Any = None  # what the step function returned (the batch logs)
 
 
 class Capture:
     """Tensors recorded while one instrumented step is traced (or run eagerly)."""
 
-    def __init__(self, hook: KerasHook, kind: str) -> None:
-        self.hook = hook
+    def __init__(self, session: CaptureSession, kind: str) -> None:
+        self.session = session
         self.kind = kind
         self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self.tensors: dict[str, tf.Tensor] = {}
 
     def add(self, name: str, value: Any) -> None:
-        if name in self.tensors or not self.hook._wants(name):
+        if name in self.tensors or not self.session.wants(name):
             return
         if isinstance(value, tf.IndexedSlices):
             value = tf.convert_to_tensor(value)
@@ -59,14 +74,14 @@ class StepFunctions:
     failed: bool = False
 
 
-def build_recorder(hook: KerasHook, fns: StepFunctions):
+def build_recorder(session: CaptureSession, fns: StepFunctions):
     """Keras' own function, keeping a reference to what it returns (no copy, no device sync):
     the hook reads the batch logs when the step is finished, only if it saves them."""
     plain = fns.plain
 
     def recorder(*args, **kwargs):
         outputs = plain(*args, **kwargs)
-        hook._step_outputs = outputs
+        session.step_outputs = outputs
         return outputs
 
     recorder._smd_runner = True  # type: ignore[attr-defined]
@@ -77,7 +92,7 @@ def tensors_of(value: Any) -> list[tf.Tensor]:
     return [t for t in tf.nest.flatten(value) if isinstance(t, (tf.Tensor, tf.IndexedSlices))]
 
 
-def patch_layer(layer, hook: KerasHook, is_root: bool) -> bool:
+def patch_layer(layer, session: CaptureSession, is_root: bool) -> bool:
     """Route ``layer.call`` through the hook; False if it was already patched."""
     if "_smd_original_call" in layer.__dict__:
         return False
@@ -86,7 +101,7 @@ def patch_layer(layer, hook: KerasHook, is_root: bool) -> bool:
     @functools.wraps(original)
     def call(*args, **kwargs):
         outputs = original(*args, **kwargs)
-        hook._on_layer_call(layer, is_root, args, kwargs, outputs)
+        session.on_layer_call(layer, is_root, args, kwargs, outputs)
         return outputs
 
     object.__setattr__(layer, "_smd_original_call", original)
@@ -100,7 +115,7 @@ def unpatch_layer(layer) -> None:
         layer.__dict__.pop("_smd_original_call", None)
 
 
-def patch_optimizer(optimizer, hook: KerasHook) -> bool:
+def patch_optimizer(optimizer, session: CaptureSession) -> bool:
     """Route ``optimizer.apply`` (which ``apply_gradients`` calls) through the hook."""
     if optimizer is None or "_smd_original_apply" in optimizer.__dict__:
         return False
@@ -111,7 +126,7 @@ def patch_optimizer(optimizer, hook: KerasHook) -> bool:
         variables = trainable_variables
         if variables is None:
             variables = getattr(optimizer, "_trainable_variables", None)
-        hook._on_apply_gradients(optimizer, grads, variables)
+        session.on_apply_gradients(optimizer, grads, variables)
         return original(grads, trainable_variables, *args, **kwargs)
 
     object.__setattr__(optimizer, "_smd_original_apply", original)
@@ -125,7 +140,7 @@ def unpatch_optimizer(optimizer) -> None:
         optimizer.__dict__.pop("_smd_original_apply", None)
 
 
-def install_step_dispatcher(model, kind: str, hook: KerasHook) -> None:
+def install_step_dispatcher(model, kind: str, session: CaptureSession) -> None:
     """Make ``model.<kind>_step`` capture tensors when (and only when) the instrumented function
     is being traced. Keras' own function keeps calling the original step."""
     attr = f"{kind}_step"
@@ -135,15 +150,15 @@ def install_step_dispatcher(model, kind: str, hook: KerasHook) -> None:
     original = getattr(model, attr)
 
     def step(data):
-        if hook._trace_kind != kind:
+        if session.trace_kind != kind:
             return original(data)
-        cap = Capture(hook, kind)
-        previous, hook._capture = hook._capture, cap
+        cap = Capture(session, kind)
+        previous, session.active = session.active, cap
         try:
             outputs = original(data)
         finally:
-            hook._capture = previous
-        hook._capture_data(cap, kind, data)
+            session.active = previous
+        session.on_step_data(cap, kind, data)
         return outputs, dict(cap.tensors)
 
     object.__setattr__(model, f"_smd_original_{attr}", (original, had_own))
@@ -162,7 +177,7 @@ def remove_step_dispatcher(model, kind: str) -> None:
         model.__dict__.pop(attr, None)
 
 
-def build_runner(model, kind: str, hook: KerasHook, fns: StepFunctions):
+def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions):
     """Compile the instrumented ``<kind>_function`` and wrap it so that it hands the captured
     tensors to the hook and returns exactly what Keras' own function returns."""
     attr = f"{kind}_function"
@@ -174,21 +189,21 @@ def build_runner(model, kind: str, hook: KerasHook, fns: StepFunctions):
         setattr(model, attr, fns.plain)
 
     def runner(*args, **kwargs):
-        hook._trace_kind = kind
+        session.trace_kind = kind
         try:
             result = instrumented(*args, **kwargs)
         except Exception as error:
             if fns.names is not None:
                 raise  # it worked before: a real training error, not ours
             fns.failed = True
-            hook._instrumentation_failed(kind, error)
+            session.on_failure(kind, error)
             return fns.recorder(*args, **kwargs)
         finally:
-            hook._trace_kind = None
+            session.trace_kind = None
         outputs, captured = result
         fns.names = set(captured)
-        hook._captured.update(captured)
-        hook._step_outputs = outputs
+        session.captured.update(captured)
+        session.step_outputs = outputs
         return outputs
 
     runner._smd_runner = True  # type: ignore[attr-defined]
@@ -198,6 +213,7 @@ def build_runner(model, kind: str, hook: KerasHook, fns: StepFunctions):
 __all__ = [
     "KINDS",
     "Capture",
+    "CaptureSession",
     "StepFunctions",
     "build_recorder",
     "build_runner",

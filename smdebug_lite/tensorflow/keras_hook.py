@@ -36,6 +36,7 @@ from smdebug_lite.tensorflow.naming import (
     variable_name,
 )
 from smdebug_lite.tensorflow.reductions import tf_reductions
+from smdebug_lite.tensorflow.tape import TapeCallbacks, hook_tape
 
 logger = get_logger(__name__)
 
@@ -94,11 +95,11 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         self._layer_of: dict[str, str] = {}
         self._layer_patterns: tuple[list[str], list[re.Pattern[str]]] = ([], [])
         self._written: set[str] = set()
-        self._captured: dict[str, tf.Tensor] = {}
-        self._step_outputs: Any = None
+        self._session = cap.CaptureSession(
+            wants=self._wants, on_layer_call=self._on_layer_call,
+            on_apply_gradients=self._on_apply_gradients, on_step_data=self._capture_data,
+            on_failure=self._instrumentation_failed)
         self._step_open = False
-        self._capture: cap.Capture | None = None
-        self._trace_kind: str | None = None
         self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
         self._loops: list[str] = []  # Keras loops in progress: ["train", "test"] in validation
         self._attached: Any = None
@@ -151,7 +152,7 @@ class KerasHook(HookCore, keras.callbacks.Callback):
     def _set_role(self, name: str, collection: str) -> None:
         if self._roles.get(name) != collection:
             self._roles[name] = collection
-            self._match_cache.pop(name, None)
+            self.plans.forget(name)
 
     def _variable_role(self, name: str) -> str:
         biases = self.collection_manager.get(K.BIASES, create_if_not_exists=True)
@@ -164,13 +165,10 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             self._layer_patterns = (list(coll.include_regex), patterns)
         return patterns
 
-    def _matching(self, name: str) -> list[Collection]:
-        found = self._match_cache.get(name)
-        if found is not None:
-            return found
+    def _collections_of(self, included: list[Collection], name: str) -> list[Collection]:
         role = self._roles.get(name)
         found = []
-        for c in self._included:
+        for c in included:
             if c.name in _ROLE_ONLY:
                 ok = role == c.name or name in c.tensor_names
                 if ok and c.name == K.LAYERS and c.include_regex and name not in c.tensor_names:
@@ -180,7 +178,6 @@ class KerasHook(HookCore, keras.callbacks.Callback):
                 ok = role == c.name or c.matches(name)
             if ok:
                 found.append(c)
-        self._match_cache[name] = found
         return found
 
     def _wants(self, name: str) -> bool:
@@ -189,13 +186,13 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             return False
         if not self._prepared:
             self._prepare_collections()
-        return bool(self._matching(name))
+        return bool(self.plans.matching(name))
 
     def _may_capture(self) -> bool:
         """Whether any included collection can hold a tensor that exists only inside a step."""
         if not self._prepared:
             self._prepare_collections()
-        for c in self._included:
+        for c in self.plans.included:
             if c.name in _CAPTURED_ROLES:
                 return True
             if c.name not in _OUTSIDE_ROLES and (c.include_regex or c.tensor_names):
@@ -205,10 +202,11 @@ class KerasHook(HookCore, keras.callbacks.Callback):
     def _step_needs_capture(self, fns: cap.StepFunctions) -> bool:
         if fns.failed:
             return False
+        plans = self.plans
         if fns.names is not None:
             return any(
-                any(id(c) in self._saving_ids for c in self._matching(n)) for n in fns.names)
-        for c in self._saving:
+                any(id(c) in plans.saving_ids for c in plans.matching(n)) for n in fns.names)
+        for c in plans.saving:
             if c.name in _CAPTURED_ROLES:
                 return True
             if c.name not in _OUTSIDE_ROLES and (c.include_regex or c.tensor_names):
@@ -230,8 +228,8 @@ class KerasHook(HookCore, keras.callbacks.Callback):
     def _begin(self) -> None:
         super()._begin()
         self._written.clear()
-        self._captured = {}
-        self._step_outputs = None
+        self._session.captured = {}
+        self._session.step_outputs = None
 
     def _write_tf(self, name: str, value: Any) -> None:
         """Save a TF tensor or variable under `name` if this step wants it (once per step)."""
@@ -242,7 +240,7 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             return
         self._written.add(name)
         tensor = self._as_tensor(value)
-        need_raw = plan.save_raw or (plan.histogram and self._tb is not None)
+        need_raw = plan.save_raw or (plan.histogram and self.side_outputs.raw_wanted)
         raw = tensor.numpy() if need_raw else None
         self.write(plan, raw=raw, reductions=tf_reductions(tensor, plan.reductions),
                    shape=tuple(int(d) for d in tensor.shape))
@@ -301,15 +299,15 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             if not isinstance(value, (int, float, np.number)):
                 continue
             self._set_role(key, log_key_collection(key))
-            colls = [c for c in self._matching(key)
+            colls = [c for c in self.plans.matching(key)
                      if c.save_config.get_save_config(self.mode).end_step != 0]
             if not colls:
                 continue
             for c in colls:
                 c.add_tensor_name(key)
-                self._matched.add(c.name)
-            if self.writes and self._step_writer is None:
-                self._scalar_writer()
+                self.plans.matched.add(c.name)
+            if self.writes and self.step_writer is None:
+                self.scalar_step_writer()
             arr = to_numpy_value(value)
             self.write(TensorPlan(key, save_raw=True, tb_scalar=True, collections=colls),
                        raw=arr, shape=arr.shape)
@@ -325,13 +323,13 @@ class KerasHook(HookCore, keras.callbacks.Callback):
                 and tf.executing_eagerly())
 
     def _record(self, name: str, value: Any) -> None:
-        if self._capture is not None:
-            self._capture.add(name, value)
+        if self._session.active is not None:
+            self._session.active.add(name, value)
         elif self._capturing_eagerly() and isinstance(value, (tf.Tensor, tf.IndexedSlices)):
             self._write_tf(name, value)
 
     def _on_layer_call(self, layer, is_root: bool, args, kwargs, outputs) -> None:
-        if self._capture is None and not self._capturing_eagerly():
+        if self._session.active is None and not self._capturing_eagerly():
             return
         with self.failsafe("layer call"):
             inputs = args[0] if args else kwargs.get("inputs")
@@ -349,7 +347,7 @@ class KerasHook(HookCore, keras.callbacks.Callback):
                     self._record(n, t)
 
     def _on_apply_gradients(self, optimizer, grads, variables) -> None:
-        if self._capture is None and not self._capturing_eagerly():
+        if self._session.active is None and not self._capturing_eagerly():
             return
         with self.failsafe("optimizer.apply"):
             grads, variables = list(grads), list(variables or [])
@@ -398,15 +396,15 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         if self._may_capture():
             self._patch_model(model)
             for k in cap.KINDS:
-                cap.install_step_dispatcher(model, k, self)
+                cap.install_step_dispatcher(model, k, self._session)
 
     def _patch_model(self, model) -> None:
         layers = model._flatten_layers(include_self=True, recursive=True)
         for layer in layers:
-            if cap.patch_layer(layer, self, is_root=layer is model):
+            if cap.patch_layer(layer, self._session, is_root=layer is model):
                 self._patched_layers.append(layer)
         optimizer = getattr(model, "optimizer", None)
-        if cap.patch_optimizer(optimizer, self):
+        if cap.patch_optimizer(optimizer, self._session):
             self._patched_optimizers.append(optimizer)
 
     def _exit_keras(self, kind: str) -> None:
@@ -452,12 +450,12 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         fns = self._functions.setdefault((id(model), kind), cap.StepFunctions())
         if not getattr(current, "_smd_runner", False) and current is not fns.plain:
             fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
-            fns.recorder = cap.build_recorder(self, fns)
+            fns.recorder = cap.build_recorder(self._session, fns)
         target = fns.recorder
         if (f"_smd_original_{kind}_step" in model.__dict__ and self.saving_this_step
                 and self._step_needs_capture(fns)):
             if fns.runner is None:
-                fns.runner = cap.build_runner(model, kind, self, fns)
+                fns.runner = cap.build_runner(model, kind, self._session, fns)
             target = fns.runner
         if current is not target:
             setattr(model, attr, target)
@@ -487,8 +485,9 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         if not self._step_open:
             return
         self._step_open = False
-        captured, self._captured = self._captured, {}
-        outputs, self._step_outputs = self._step_outputs, None
+        session = self._session
+        captured, session.captured = session.captured, {}
+        outputs, session.step_outputs = session.step_outputs, None
         if self.saving_this_step and not self.disabled:
             for name, tensor in captured.items():
                 self._write_tf(name, tensor)
@@ -550,14 +549,12 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         """Make `tape` start a step when entered and save what ``tape.gradient`` computes:
         gradients, the variables' values (before the optimizer updates them) and a scalar
         target as ``loss``. Works when the step runs eagerly."""
-        from smdebug_lite.tensorflow.tape import hook_tape
-
-        return hook_tape(tape, self)
+        return hook_tape(tape, TapeCallbacks(self._tape_step_begin, self._tape_gradient))
 
     def wrap_optimizer(self, optimizer):
         """Save gradients whenever ``optimizer.apply``/``apply_gradients`` runs eagerly."""
         with self.failsafe("wrap_optimizer"):
-            if cap.patch_optimizer(optimizer, self):
+            if cap.patch_optimizer(optimizer, self._session):
                 self._patched_optimizers.append(optimizer)
                 self._registered_models.append(optimizer)
         return optimizer
@@ -570,16 +567,25 @@ class KerasHook(HookCore, keras.callbacks.Callback):
                 name = variable_name(v)
                 self._set_role(name, self._variable_role(name))
             for layer in model._flatten_layers(include_self=True, recursive=True):
-                if cap.patch_layer(layer, self, is_root=layer is model):
+                if cap.patch_layer(layer, self._session, is_root=layer is model):
                     self._patched_layers.append(layer)
                 self._registered_models.append(layer)
 
     def _tape_step_begin(self) -> None:
-        if self.mode == ModeKeys.GLOBAL:
-            self.set_mode(ModeKeys.TRAIN)
-        self.start_step()
+        if self.disabled:
+            return
+        with self.failsafe("GradientTape.__enter__"):
+            if self.mode == ModeKeys.GLOBAL:
+                self.set_mode(ModeKeys.TRAIN)
+            self.start_step()
 
     def _tape_gradient(self, target, sources, grads) -> None:
+        if self.disabled:
+            return
+        with self.failsafe("GradientTape.gradient"):
+            self._save_tape_gradients(target, sources, grads)
+
+    def _save_tape_gradients(self, target, sources, grads) -> None:
         if not tf.executing_eagerly():
             if "tape-graph" not in self._warned:
                 self._warned.add("tape-graph")

@@ -1,10 +1,11 @@
 """Reductions computed with TensorFlow ops where the tensor lives (GPU tensors stay on the GPU;
 only the scalar results are copied to the host, in one transfer per tensor).
 
-Semantics are those of every smdebug-lite hook (``hooks/numpy_reductions.py``): variance and std
+Semantics are those of every smdebug-lite hook (`smdebug_lite.reductions`): variance and std
 are unbiased (ddof=1, as torch computes them), l1/l2 norms are over the flattened tensor, the
-mean of an integer tensor is float64. smdebug's TF hook computed them with numpy instead (ddof=0,
-and 2-D "norms" were matrix norms), which disagreed with its own PyTorch hook.
+mean of an integer tensor is float64, the counts (num_nan, num_inf, num_zero) are int64.
+smdebug's TF hook computed them with numpy instead (ddof=0, and 2-D "norms" were matrix norms),
+which disagreed with its own PyTorch hook.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from smdebug_lite.exceptions import TensorNotReducible
-from smdebug_lite.hooks.numpy_reductions import compute as numpy_reduction
+from smdebug_lite.reductions import is_count, reduce_array
 
 _FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
@@ -55,22 +56,37 @@ def tf_reductions(
             reduction, is_abs = pairs[0]
             raise TensorNotReducible(tensor_name, reduction, tensor.dtype.name, is_abs)
         arr = tensor.numpy()
-        return {pair: numpy_reduction(arr, *pair, tensor_name=tensor_name) for pair in pairs}
+        return {pair: reduce_array(arr, *pair, tensor_name=tensor_name) for pair in pairs}
     dtype = tensor.dtype
     # Half types accumulate in float32 (TF's own reductions would overflow or lose precision).
     x = tf.cast(tensor, tf.float32) if dtype in (tf.float16, tf.bfloat16) else tensor
     flat = tf.reshape(x, [-1])
     absolute = None
-    values = []
+    values, counts = [], []
     for reduction, is_abs in pairs:
-        if is_abs:
+        if is_count(reduction):
+            counts.append(_count(flat, reduction))
+        elif is_abs:
             if absolute is None:
                 absolute = tf.abs(flat)
             values.append(_one(absolute, reduction))
         else:
             values.append(_one(flat, reduction))
-    stacked = tf.cast(tf.stack(values), dtype).numpy()  # a single device-to-host copy
-    return {pair: np.asarray(stacked[i]) for i, pair in enumerate(pairs)}
+    # one device-to-host copy per result dtype
+    host_values = iter(tf.cast(tf.stack(values), dtype).numpy() if values else ())
+    host_counts = iter(tf.stack(counts).numpy() if counts else ())
+    return {pair: np.asarray(next(host_counts) if is_count(pair[0]) else next(host_values))
+            for pair in pairs}
+
+
+def _count(flat: tf.Tensor, reduction: str) -> tf.Tensor:
+    if reduction == "num_nan":
+        hits = tf.math.is_nan(flat)
+    elif reduction == "num_inf":
+        hits = tf.math.is_inf(flat)
+    else:
+        hits = tf.equal(flat, 0)
+    return tf.math.count_nonzero(hits, dtype=tf.int64)
 
 
 __all__ = ["tf_reductions"]

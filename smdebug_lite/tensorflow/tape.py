@@ -7,12 +7,21 @@ attribute would not do.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 import tensorflow as tf
 
-if TYPE_CHECKING:
-    from smdebug_lite.tensorflow.keras_hook import KerasHook
+
+@dataclass(frozen=True)
+class TapeCallbacks:
+    """What a hooked tape calls: `on_enter()` when entered, `on_gradient(target, sources,
+    grads)` after each ``tape.gradient`` (both keep their own errors from training)."""
+
+    on_enter: Callable[[], None]
+    on_gradient: Callable[[Any, Any, Any], None]
+
 
 _classes: dict[type, type] = {}
 
@@ -23,21 +32,15 @@ def _hooked_class(base: type) -> type:
         return cls
 
     class HookedGradientTape(base):  # type: ignore[misc, valid-type]
-        _smd_hook: KerasHook
+        _smd_hook: TapeCallbacks
 
         def __enter__(self):
-            hook = self._smd_hook
-            if not hook.disabled:
-                with hook.failsafe("GradientTape.__enter__"):
-                    hook._tape_step_begin()
+            self._smd_hook.on_enter()
             return super().__enter__()
 
         def gradient(self, target, sources, *args, **kwargs):
             grads = super().gradient(target, sources, *args, **kwargs)
-            hook = self._smd_hook
-            if not hook.disabled:
-                with hook.failsafe("GradientTape.gradient"):
-                    hook._tape_gradient(target, sources, grads)
+            self._smd_hook.on_gradient(target, sources, grads)
             return grads
 
     HookedGradientTape.__name__ = f"Hooked{base.__name__}"
@@ -46,10 +49,11 @@ def _hooked_class(base: type) -> type:
     return HookedGradientTape
 
 
-def hook_tape(tape: tf.GradientTape, hook: KerasHook) -> tf.GradientTape:
+def hook_tape(tape: tf.GradientTape, callbacks: TapeCallbacks) -> tf.GradientTape:
+    """`tape`, calling `callbacks` as it is entered and computes gradients."""
     if not isinstance(tape, tf.GradientTape):
         raise TypeError(f"wrap_tape expects a tf.GradientTape, got {type(tape).__name__}")
-    tape._smd_hook = hook  # type: ignore[attr-defined]
+    tape._smd_hook = callbacks  # type: ignore[attr-defined]
     if not getattr(type(tape), "_smd_hooked", False):
         cls = _hooked_class(type(tape))
         cls._smd_hooked = True  # type: ignore[attr-defined]
@@ -57,4 +61,4 @@ def hook_tape(tape: tf.GradientTape, hook: KerasHook) -> tf.GradientTape:
     return tape
 
 
-__all__ = ["hook_tape"]
+__all__ = ["TapeCallbacks", "hook_tape"]

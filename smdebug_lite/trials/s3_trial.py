@@ -12,9 +12,20 @@ class S3Trial(Trial):
     def __init__(self, name: str, bucket_name: str, prefix_name: str, range_steps: Any = None,
                  **kwargs: Any) -> None:
         prefix = prefix_name.strip("/")
-        storage = S3Storage(f"s3://{bucket_name}/{prefix}")
-        self.bucket_name = bucket_name
-        self.prefix_name = prefix + "/" if prefix else ""
+        self._open(name, S3Storage(f"s3://{bucket_name}/{prefix}"), range_steps, **kwargs)
+
+    @classmethod
+    def on_storage(cls, name: str, storage: S3Storage, range_steps: Any = None,
+                   **kwargs: Any) -> S3Trial:
+        """The trial over a storage already made from its URI (`create_trial` parses an
+        `s3://bucket/prefix` URI once, into the storage, and takes bucket and prefix from it)."""
+        trial = cls.__new__(cls)
+        cls._open(trial, name, storage, range_steps, **kwargs)
+        return trial
+
+    def _open(self, name: str, storage: S3Storage, range_steps: Any, **kwargs: Any) -> None:
+        self.bucket_name = storage.bucket
+        self.prefix_name = storage.prefix  # '' or ending with '/'
         super().__init__(name, storage, range_steps, **kwargs)
 
     @property

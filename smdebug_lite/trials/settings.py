@@ -7,6 +7,7 @@ trap (the 1 s sleep after training ends, waiting forever for data that never com
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 
 from smdebug_lite.exceptions import SMDebugValueError
@@ -52,3 +53,13 @@ class TrialSettings:
             incomplete_step_window=max(2, int(_env_float("SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW", 1000))),
             missing_event_file_retries=int(_env_float("SMDEBUG_MISSING_EVENT_FILE_RETRY_LIMIT", 100)),
         )
+
+    def waited_too_long(self, started: float) -> float | None:
+        """Seconds waited since `started` once the timeout is reached, else None."""
+        waited = time.monotonic() - started
+        return waited if waited >= self.timeout_s else None
+
+    def pause(self, started: float) -> None:
+        """One poll interval, cut short at the timeout counted from `started`."""
+        left = self.timeout_s - (time.monotonic() - started)
+        time.sleep(max(0.0, min(self.poll_interval_s, left)))

@@ -1,14 +1,13 @@
 """`Tensor`: one tensor name of a trial, across steps, modes and workers.
 
-A tensor holds no per-step objects of its own: the trial keeps one `StepIndex` per (step,
-worker) and a tensor looks itself up there. Its list of steps is computed once per refresh.
+A tensor holds no per-step objects of its own: the trial's `StepTable` keeps one `StepIndex`
+per (step, worker) and a tensor looks itself up there. Its list of steps is computed once per
+refresh. Values come through the trial's `ValueFetcher`.
 """
 
 from __future__ import annotations
 
 import bisect
-from enum import Enum
-from itertools import islice
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,33 +22,17 @@ from smdebug_lite.exceptions import (
     TensorUnavailableForStep,
 )
 from smdebug_lite.index import StepIndex, entry_shape, gc_paused
-from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys, parse_mode
+from smdebug_lite.modes import ModeKeys, as_mode
 from smdebug_lite.reductions import check_reduction_name, compute_reduction
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step, check_worker
+from smdebug_lite.trials.step_table import StepState
 from smdebug_lite.trials.value_reader import NoRawValue
 
 if TYPE_CHECKING:
     from smdebug_lite.trials.trial import Trial
 
 GLOBAL = ModeKeys.GLOBAL
-
-
-class StepState(Enum):
-    UNAVAILABLE = 0
-    AVAILABLE = 1
-    NOT_YET_AVAILABLE = 2
-
-
-def as_mode(mode: object) -> ModeKeys | None:
-    """A ModeKeys from ours, from any enum with the same member names (e.g. smdebug's), a name
-    or an int value. None stays None: as in smdebug, a mode under which nothing was saved (no
-    steps, no tensors; a value lookup raises StepUnavailable)."""
-    if mode.__class__ is ModeKeys or mode is None:
-        return mode  # type: ignore[return-value]
-    name = getattr(mode, "name", None)
-    if isinstance(mode, Enum) and name in ALLOWED_MODE_NAMES:
-        return ModeKeys[name]
-    return parse_mode(mode)
+__all__ = ["StepState", "Tensor", "as_mode"]  # StepState and as_mode: their old home
 
 
 class Tensor:
@@ -58,8 +41,14 @@ class Tensor:
         self.name = name
         self.original_name: str | None = None
         self.trial = trial
+        self._table = trial.step_table
+        self._fetch = trial.value_fetcher
+        # One stored value; on FileNotFoundError the callers go on with `_fetch.wait_for`.
+        self._read = trial.value_fetcher.read
         self._gsteps: list[int] = []
         self._scanned = 0  # how many of the trial's index files _gsteps covers
+        # (mode, show_incomplete) -> (table version, (steps, global steps)) of the last query
+        self._selected: dict[tuple[ModeKeys | None, bool], tuple[int, tuple[list, list]]] = {}
 
     def __repr__(self) -> str:
         return f"<Tensor {self.name!r} of trial {self.trial.name!r}>"
@@ -70,11 +59,11 @@ class Tensor:
         """Sorted global steps with anything of this tensor (do not modify the list).
 
         Extended incrementally: only index files added since the last call are looked at."""
-        log = self.trial._doc_log
-        n = len(log)
+        table = self._table
+        n = table.index_count
         if self._scanned < n:
             name = self.name
-            found = sorted({si.step for si in islice(log, self._scanned, n) if name in si.names})
+            found = sorted(set(table.steps_holding(name, self._scanned)))
             steps = self._gsteps
             if not steps or (found and found[0] > steps[-1]):
                 steps.extend(found)
@@ -91,7 +80,19 @@ class Tensor:
         """
         mode = as_mode(mode)
         self.trial.maybe_refresh()
-        return self.trial._select_steps(self._global_steps(), mode, show_incomplete_steps)[0]
+        return list(self._select(mode, bool(show_incomplete_steps))[0])
+
+    def _select(self, mode: ModeKeys | None, show_incomplete: bool) -> tuple[list, list]:
+        """(mode steps, global steps) of this tensor, as `StepTable.select` gives them; kept
+        until the table changes (do not modify the lists)."""
+        key = (mode, show_incomplete)
+        version = self._table.version
+        hit = self._selected.get(key)
+        if hit is not None and hit[0] == version:
+            return hit[1]
+        found = self._table.select(self._global_steps(), mode, show_incomplete)  # type: ignore[arg-type]
+        self._selected[key] = (version, found)
+        return found
 
     def prev_steps(self, step: int, n: int | None = None, mode: ModeKeys = GLOBAL) -> list[int]:
         """The saved steps up to and including `step`; only the last `n` when n is given."""
@@ -108,18 +109,12 @@ class Tensor:
 
     # -- looking a step up -----------------------------------------------------------------
 
-    def _global(self, step: int, mode: ModeKeys) -> int | None:
-        if mode is GLOBAL:
-            return step
-        m2g = self.trial._mode_to_global.get(mode)
-        return None if m2g is None else m2g.get(step)
-
     def _holders(self, step: int, mode: ModeKeys) -> tuple[dict[str, StepIndex], int] | None:
         """{worker: StepIndex} of the workers that saved this tensor at the step."""
-        gs = self._global(step, mode)
+        gs = self._table.global_step(mode, step)
         if gs is None:
             return None
-        by_worker = self.trial._docs.get(gs)
+        by_worker = self._table.holders(gs)
         if not by_worker:
             return None
         name = self.name
@@ -130,7 +125,7 @@ class Tensor:
         """The exception for a step this tensor has nothing for, after a refresh: the damage of
         an index file that may hold it, else why it is not there."""
         trial = self.trial
-        damage = trial._damage_at(step, mode)
+        damage = self._table.damage_at(step, mode)
         if damage is not None:
             return damage
         state = trial.has_passed_step(step, mode)
@@ -155,52 +150,49 @@ class Tensor:
     def _pick(self, held: dict[str, StepIndex], gs: int, step: int, mode: ModeKeys,
               worker: str | None) -> StepIndex:
         """The StepIndex to answer from: the given worker's, else the lexically first."""
-        trial = self.trial
+        trial, table = self.trial, self._table
         if worker is not None:
             si = held.get(worker)
             if si is not None:
                 return si
-            if worker not in trial._all_workers():
+            if worker not in table.all_workers():
                 raise InvalidWorker(worker)
-            if not trial._step_complete(gs):
+            if not table.is_complete(gs):
                 trial.maybe_refresh(force=True)
-                si = trial._docs.get(gs, {}).get(worker)
+                si = (table.holders(gs) or {}).get(worker)
                 if si is not None and self.name in si.names:
                     return si
-            damage = trial._damage_at(gs, GLOBAL, worker)
+            damage = table.damage_at(gs, GLOBAL, worker)
             if damage is not None:
                 raise damage
-            if not trial._step_complete(gs):
+            if not table.is_complete(gs):
                 raise StepNotYetAvailable(step, mode)
             raise TensorUnavailableForStep(self.name, step, mode)
-        if len(held) == 1 and trial.num_workers <= 1:
+        if len(held) == 1 and table.num_workers <= 1:
             return next(iter(held.values()))
-        if trial._step_complete(gs):
+        if table.is_complete(gs):
             return held[min(held)]
         # An incomplete step: answer only from the worker a complete step would answer from,
         # so the result cannot change when the other workers catch up.
-        first = min(trial._all_workers())
+        first = min(table.all_workers())
         if first not in held:
             trial.maybe_refresh(force=True)
             refreshed = self._holders(step, mode)
             if refreshed is not None:
                 held = refreshed[0]
-                if trial._step_complete(gs):
+                if table.is_complete(gs):
                     return held[min(held)]
             if first not in held:
                 raise StepNotYetAvailable(step, mode)
         return held[first]
 
     def _step_index(self, step: int, mode: ModeKeys, worker: str | None) -> StepIndex:
-        trial = self.trial
-        if worker is None and trial.num_workers <= 1:
+        table = self._table
+        if worker is None and table.num_workers <= 1:
             # Fast path: one writer, a known step that holds this tensor.
-            gs = step if mode is GLOBAL else self._global(step, mode)
-            by_worker = trial._docs.get(gs) if gs is not None else None  # type: ignore[arg-type]
-            if by_worker is not None and len(by_worker) == 1:
-                si = trial._first_doc[gs]  # type: ignore[index]
-                if self.name in si.names:
-                    return si
+            si = table.only(mode, step)
+            if si is not None and self.name in si.names:
+                return si
         held, gs = self._lookup(step, mode)
         return self._pick(held, gs, step, mode, worker)
 
@@ -212,28 +204,34 @@ class Tensor:
 
     def value(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> np.ndarray:
         """The saved array at a step (a mode step when mode is given)."""
-        mode = as_mode(mode)
+        if mode.__class__ is not ModeKeys:
+            mode = as_mode(mode)
         if step_num.__class__ is not int:
             step_num = check_step(step_num, "step_num")
         if worker is not None:
             worker = check_worker(worker)
-        si = self._step_index(step_num, mode, worker)
+        table = self._table
+        # The usual case inline (one writer, a known step holding this tensor): `_step_index`.
+        si = table.only(mode, step_num) if worker is None and table.num_workers <= 1 else None
+        if si is None or self.name not in si.names:
+            si = self._step_index(step_num, mode, worker)
         entry = si.entries.get(self.name)
         if entry is None:
             raise self._no_value(si, step_num, mode)
-        return self.trial._read(si, entry, self.name, step_num, mode)
+        try:
+            return self._read(si, entry)
+        except FileNotFoundError:
+            return self._fetch.wait_for(si, entry, self.name)
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         """{step: array} over the complete steps of `mode`, read in bulk."""
         mode = as_mode(mode)
         worker = check_worker(worker)
-        trial = self.trial
-        trial.maybe_refresh()
-        steps, gsteps = trial._select_steps(self._global_steps(), mode, False)
-        one_worker = worker is None and trial._one_doc_per_step()
+        self.trial.maybe_refresh()
+        steps, gsteps = self._select(mode, False)
+        one_worker = worker is None and self._table.one_index_per_step()
         if one_worker:
-            first = trial._first_doc
-            sis = [first[gs] for gs in gsteps]
+            sis = self._table.first_of_each(gsteps)
         else:
             sis = []
             for s, gs in zip(steps, gsteps, strict=True):
@@ -244,7 +242,7 @@ class Tensor:
             # Bulk reads create many small objects and no garbage cycles: the collector is
             # paused meanwhile rather than rescanning the trial's index objects repeatedly.
             with gc_paused():
-                arrays = trial._read_named(sis, self.name, steps, mode, one_worker)
+                arrays = self._fetch.many(sis, self.name, one_worker)
                 return dict(zip(steps, arrays, strict=True))
         except NoRawValue as e:
             raise self._no_value(sis[e.index], steps[e.index], mode) from None
@@ -270,14 +268,14 @@ class Tensor:
             shape = None  # reading the value explains the damaged entry
         if shape is not None and entry.get("content_offset") is not None:
             return shape
-        return tuple(self.trial._read(si, entry, self.name, step, mode).shape)
+        return tuple(self._fetch.one(si, entry, self.name).shape)
 
     def shapes(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, tuple[int, ...]]:
         """{step: shape} over the complete steps of `mode` (documented by smdebug, missing there)."""
         mode = as_mode(mode)
         worker = check_worker(worker)
         self.trial.maybe_refresh()
-        steps = self.trial._select_steps(self._global_steps(), mode, False)[0]
+        steps = self._select(mode, False)[0]
         return {s: self._shape_of(self._step_index(s, mode, worker), s, mode) for s in steps}
 
     def dtype(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> str:
@@ -296,7 +294,7 @@ class Tensor:
                 return np.dtype(entry["dtype"]).name
             except (TypeError, ValueError):
                 pass  # reading the value explains the damaged entry
-        return self.trial._read(si, entry, self.name, step_num, mode).dtype.name
+        return self._fetch.one(si, entry, self.name).dtype.name
 
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved anything of this tensor at the step."""
@@ -307,7 +305,7 @@ class Tensor:
             self.trial.maybe_refresh(force=True)
             found = self._holders(step_num, mode)
             if found is None:
-                damage = self.trial._damage_at(step_num, mode)
+                damage = self._table.damage_at(step_num, mode)
                 if damage is not None:
                     raise damage
                 raise TensorUnavailableForStep(self.name, step_num, mode)
@@ -318,26 +316,34 @@ class Tensor:
     def reduction_value(self, step_num: int, reduction_name: str, mode: ModeKeys = GLOBAL,
                         worker: str | None = None, abs: bool = False) -> np.ndarray:
         """A saved reduction, else one computed from the raw value the way hooks compute them."""
-        mode = as_mode(mode)
+        if mode.__class__ is not ModeKeys:
+            mode = as_mode(mode)
         if step_num.__class__ is not int:
             step_num = check_step(step_num, "step_num")
         if reduction_name.__class__ is not str:
             check_name(reduction_name, "reduction_name", "e.g. 'mean', 'l2'")
         if worker is not None:
             worker = check_worker(worker)
-        si = self._step_index(step_num, mode, worker)
+        table = self._table
+        # The usual case inline (one writer, a known step holding this tensor): `_step_index`.
+        si = table.only(mode, step_num) if worker is None and table.num_workers <= 1 else None
+        if si is None or self.name not in si.names:
+            si = self._step_index(step_num, mode, worker)
         name = self.name
         if si.reductions is not None:
             saved = si.reductions.get(name)
             if saved is not None:
                 entry = saved.get((reduction_name, bool(abs)))
                 if entry is not None:
-                    return self.trial._read(si, entry, name, step_num, mode)
+                    try:
+                        return self._read(si, entry)
+                    except FileNotFoundError:
+                        return self._fetch.wait_for(si, entry, name)
         entry = si.entries.get(name)
         if entry is None:
             raise TensorUnavailableForStep(name, step_num, mode)
         check_reduction_name(reduction_name)
-        value = self.trial._read(si, entry, name, step_num, mode)
+        value = self._fetch.one(si, entry, name)
         return compute_reduction(reduction_name, value, bool(abs), tensor_name=name)
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
@@ -349,5 +355,13 @@ class Tensor:
         saved = si.reductions.get(self.name) if si.reductions else None
         if not saved:
             return {}
-        read = self.trial._read
-        return {k: read(si, e, self.name, step_num, mode) for k, e in saved.items()}
+        read = self._fetch.one
+        return {k: read(si, e, self.name) for k, e in saved.items()}
+
+    # -- export (smdebug_lite.export; needs the 'export' extra) ------------------------------
+
+    def to_pandas(self, **selection: object) -> object:
+        """This tensor's rows of the trial's long-format DataFrame (see Trial.to_pandas)."""
+        from smdebug_lite.export import to_pandas
+
+        return to_pandas(self.trial, tensors=[self.name], **selection)

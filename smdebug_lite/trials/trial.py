@@ -1,6 +1,6 @@
 """`Trial`: the saved tensors of one training job, read from a local directory or S3 prefix.
 
-The trial keeps in-memory maps built from index files and extends them incrementally on refresh:
+The trial keeps a `StepTable` built from index files and extends it incrementally on refresh:
 a refresh lists only index keys after the last complete step and reads only the new files. A
 query refreshes only when the data may have changed (training not ended, refresh enabled), at
 most every `refresh_interval_s` unless it asks for something not known yet (a "miss"), which
@@ -26,8 +26,6 @@ from smdebug_lite.analysis.utils import _tensor_name_sorter, refresh
 from smdebug_lite.config import Collection, CollectionKeys, CollectionManager
 from smdebug_lite.exceptions import (
     CollectionsFileDamaged,
-    EventFileMissing,
-    IndexFileCorrupted,
     JSONFileRejected,
     MissingCollectionFiles,
     NoMoreData,
@@ -39,21 +37,16 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format import bounded_json
 from smdebug_lite.format.locations import END_OF_JOB_FILE, parse_collections_file_name
-from smdebug_lite.index import (
-    Entry,
-    IndexReader,
-    RangeSteps,
-    StepIndex,
-    bulk_load,
-    gc_paused,
-)
+from smdebug_lite.index import IndexReader, RangeSteps, StepIndex, bulk_load, gc_paused
 from smdebug_lite.logger import get_logger
-from smdebug_lite.modes import ModeKeys
+from smdebug_lite.modes import ModeKeys, as_mode
 from smdebug_lite.storage import Storage
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step
 from smdebug_lite.trials.settings import TrialSettings
-from smdebug_lite.trials.tensor import StepState, Tensor, as_mode
-from smdebug_lite.trials.value_reader import NoRawValue, ValueReader
+from smdebug_lite.trials.step_table import StepState, StepTable
+from smdebug_lite.trials.tensor import Tensor
+from smdebug_lite.trials.value_fetch import ValueFetcher
+from smdebug_lite.trials.value_reader import ValueReader
 
 logger = get_logger(__name__)
 GLOBAL = ModeKeys.GLOBAL
@@ -82,7 +75,9 @@ class Trial:
     """The saved tensors of one job. Use `create_trial(path)` rather than this class directly.
 
     Public attributes as in smdebug: `name`, `path`, `range_steps`, `num_workers`, `worker_set`,
-    `loaded_all_steps`, `last_complete_step`, `dynamic_refresh`, `collection_manager`.
+    `loaded_all_steps`, `last_complete_step`, `dynamic_refresh`, `collection_manager` (and
+    `_global_to_mode`, which published rule code reads). `step_table` is the step/worker/mode
+    index that `Tensor` looks steps up in; `value_fetcher` reads their values.
     """
 
     def __init__(
@@ -107,30 +102,17 @@ class Trial:
         # Accepted for smdebug compatibility; values are always cached by file here.
         self.parallel, self.check, self.index_mode, self.cache = parallel, check, index_mode, cache
         self.dynamic_refresh = True
-        self.loaded_all_steps = False
-        self.last_complete_step = -1
-        self.num_workers = 0
-        self.worker_set: set[str] = set()
         self.collection_manager: CollectionManager | None = None
+        self.step_table = StepTable()
 
         self._tensors: dict[str, Tensor] = {}
-        self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
-        self._mode_to_global: dict[ModeKeys, dict[int, int]] = {}
-        self._docs: dict[int, dict[str, StepIndex]] = {}  # global step -> worker -> index
-        self._first_doc: dict[int, StepIndex] = {}  # global step -> lexically first worker's
-        self._doc_log: list[StepIndex] = []  # every index file, in the order it was added
-        self._tensors_for_mode: dict[ModeKeys, set[str]] = {}
-        self._last_step_of_worker: dict[str, int] = {}
-        # global step -> worker -> why its index file could not be read (the step's other
-        # workers, and every other step, stay readable)
-        self._damaged: dict[int, dict[str, IndexFileCorrupted]] = {}
-        self._index_workers: set[str] = set()
         self._last_refresh = 0.0
-        self._max_step = -1
         self._end_seen_at: float | None = None
         self._last_new_data = 0.0
         self._index = IndexReader(storage, self.range_steps)
         self._values = ValueReader(storage)
+        self.value_fetcher = ValueFetcher(self._values, self.step_table, self.settings, storage,
+                                          self._training_ended)
 
         logger.info("Loading trial %s at path %s", name, self.path)
         self._load_collections()
@@ -139,9 +121,49 @@ class Trial:
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} name={self.name!r} path={self.path!r} "
-            f"steps={len(self._global_to_mode)} tensors={len(self._tensors)} "
+            f"steps={len(self.step_table)} tensors={len(self._tensors)} "
             f"workers={self.num_workers} loaded_all_steps={self.loaded_all_steps}>"
         )
+
+    # -- smdebug's attributes, kept in the step table ---------------------------------------
+
+    @property
+    def num_workers(self) -> int:
+        return self.step_table.num_workers
+
+    @num_workers.setter
+    def num_workers(self, value: int) -> None:
+        self.step_table.num_workers = value
+
+    @property
+    def worker_set(self) -> set[str]:
+        """Workers named by the collections files."""
+        return self.step_table.expected_workers
+
+    @worker_set.setter
+    def worker_set(self, value: set[str]) -> None:
+        self.step_table.expected_workers = set(value)
+
+    @property
+    def last_complete_step(self) -> int:
+        return self.step_table.last_complete_step
+
+    @last_complete_step.setter
+    def last_complete_step(self, value: int) -> None:
+        self.step_table.set_last_complete_step(value)
+
+    @property
+    def loaded_all_steps(self) -> bool:
+        return self.step_table.all_loaded
+
+    @loaded_all_steps.setter
+    def loaded_all_steps(self, value: bool) -> None:
+        self.step_table.set_all_loaded(bool(value))
+
+    @property
+    def _global_to_mode(self) -> dict[int, tuple[ModeKeys, int]]:
+        """smdebug's map global step -> (mode, mode step): published rules read it."""
+        return self.step_table.global_to_mode
 
     @property
     def last_index_token(self) -> str | None:
@@ -156,17 +178,12 @@ class Trial:
     # -- loading ---------------------------------------------------------------------------
 
     def _training_ended(self) -> bool:
-        return self.loaded_all_steps or self.storage.exists(END_OF_JOB_FILE)
+        return self.step_table.all_loaded or self.storage.exists(END_OF_JOB_FILE)
 
     def _deadline_passed(self, started: float, what: str) -> None:
-        waited = time.monotonic() - started
-        if waited >= self.settings.timeout_s:
+        waited = self.settings.waited_too_long(started)
+        if waited is not None:
             raise TrialDataTimeout(self.path, waited, what)
-
-    def _pause(self, started: float) -> None:
-        """One poll interval, cut short at the trial's timeout."""
-        left = self.settings.timeout_s - (time.monotonic() - started)
-        time.sleep(max(0.0, min(self.settings.poll_interval_s, left)))
 
     def _read_collections(self, key: str) -> CollectionManager:
         """A collections file, parsed within bounded_json's limits; CollectionsFileDamaged
@@ -200,7 +217,7 @@ class Trial:
             if time.monotonic() - started < self.settings.poll_interval_s * 1.5:
                 logger.info("Waiting for the training job to write collection files under %s "
                             "(timeout %.0fs)", self.path, self.settings.timeout_s)
-            self._pause(started)
+            self.settings.pause(started)
             files = self._index.collection_files()
         self.collection_manager = self._read_collections(files[0])
         self.num_workers = self.collection_manager.num_workers
@@ -214,7 +231,7 @@ class Trial:
                     )
                 break
             self._deadline_passed(started, f"collection files of all {self.num_workers} workers")
-            self._pause(started)
+            self.settings.pause(started)
             files = self._index.collection_files()
         self.worker_set = {w for w in map(parse_collections_file_name, files) if w is not None}
 
@@ -223,7 +240,7 @@ class Trial:
 
         `force` (a query that missed) skips the rate limit, not the `dynamic_refresh` switch.
         """
-        if self.loaded_all_steps or not self.dynamic_refresh:
+        if self.step_table.all_loaded or not self.dynamic_refresh:
             return
         if not force and time.monotonic() - self._last_refresh < self.settings.refresh_interval_s:
             return
@@ -235,7 +252,7 @@ class Trial:
 
     def refresh_data(self) -> None:
         """Read index files written since the last refresh."""
-        if self.loaded_all_steps:
+        if self.step_table.all_loaded:
             return
         # The end marker is checked before listing: writers create it after all their files,
         # so a listing made after seeing it holds everything of the worker that wrote it.
@@ -257,198 +274,50 @@ class Trial:
             # Every worker writes the marker when it finishes, so with several workers it can
             # appear while others still write. Wait (bounded) for incomplete steps to fill in.
             quiet = now - max(self._end_seen_at, self._last_new_data)
-            if self._max_step <= self.last_complete_step or quiet >= self.settings.end_grace_s:
-                self.loaded_all_steps = True
-                if self._global_to_mode:
-                    self.last_complete_step = self._max_step
+            table = self.step_table
+            if table.max_step <= table.last_complete_step or quiet >= self.settings.end_grace_s:
+                table.mark_all_loaded()
                 logger.debug("Loaded all steps of trial %s", self.name)
         self._last_refresh = time.monotonic()
 
     def _poll(self) -> list[StepIndex]:
         docs = self._index.poll()
         for damage in self._index.take_damaged():
-            self._add_damage(damage)
+            self.step_table.add_damage(damage)
         return docs
-
-    def _add_damage(self, damage: IndexFileCorrupted) -> None:
-        """A worker's index file of a step that could not be read: the worker did write the
-        step, so it counts towards the step's completeness, and asking for the step raises
-        `damage` instead of saying it was not saved."""
-        step, worker = damage.step, damage.worker
-        assert step is not None and worker is not None
-        self._damaged.setdefault(step, {})[worker] = damage
-        self._index_workers.add(worker)
-        if step > self._last_step_of_worker.get(worker, -1):
-            self._last_step_of_worker[worker] = step
-        if self._workers_written(step) >= self.num_workers and step > self.last_complete_step:
-            self.last_complete_step = step
-
-    def _workers_written(self, step: int) -> int:
-        """Workers whose index file of `step` was read or found damaged (`_add_step_index`
-        counts the same inline, once per index file)."""
-        return len(self._docs.get(step, ())) + len(self._damaged.get(step, ()))
-
-    def _damage_at(self, step: int, mode: ModeKeys | None,
-                   worker: str | None = None) -> IndexFileCorrupted | None:
-        """The damaged index file that may hold `step` of `mode` (of `worker` if given).
-
-        A damaged file's mode is unknown: a mode step is matched to the damaged global steps
-        between the global steps of the mode's neighbouring known steps."""
-        damaged = self._damaged
-        if not damaged or mode is None:
-            return None
-        if mode is GLOBAL:
-            candidates = [step] if step in damaged else []
-        else:
-            m2g = self._mode_to_global.get(mode, {})
-            if step in m2g:
-                candidates = [m2g[step]]
-            else:
-                lower = [g for ms, g in m2g.items() if ms < step]
-                upper = [g for ms, g in m2g.items() if ms > step]
-                lo = max(lower, default=-1)
-                hi = min(upper, default=float("inf"))
-                candidates = sorted(g for g in damaged if lo < g < hi)
-        for g in candidates:
-            by_worker = damaged.get(g)
-            if by_worker:
-                if worker is None:
-                    return by_worker[min(by_worker)]
-                if worker in by_worker:
-                    return by_worker[worker]
-        return None
 
     def _ingest(self, docs: list[StepIndex]) -> bool:
         if not docs:
             return False
         with gc_paused():
+            tensors = self._tensors
+            add = self.step_table.add
             for si in docs:
-                self._add_step_index(si)
+                names = si.names
+                keys = names.keys() if isinstance(names, dict) else names
+                if not keys <= tensors.keys():  # usually the same tensors as the step before
+                    for name in keys - tensors.keys():
+                        tensors[name] = Tensor(name, self)
+                if si.original_names:
+                    for name, original in si.original_names.items():
+                        tensors[name].original_name = original
+                add(si)
         self._advance_token()
         return True
 
-    def _add_step_index(self, si: StepIndex) -> None:
-        step, worker, mode = si.step, si.worker, si.mode
-        tensors = self._tensors
-        names = si.names
-        keys = names.keys() if isinstance(names, dict) else names
-        if not keys <= tensors.keys():  # usually the same tensors as the step before
-            for name in keys - tensors.keys():
-                tensors[name] = Tensor(name, self)
-        if si.original_names:
-            for name, original in si.original_names.items():
-                tensors[name].original_name = original
-        by_worker = self._docs.get(step)
-        if by_worker is None:
-            by_worker = self._docs[step] = {}
-        by_worker[worker] = si
-        self._doc_log.append(si)
-        first = self._first_doc.get(step)
-        if first is None or worker < first.worker:
-            self._first_doc[step] = si
-        if mode is not GLOBAL:
-            self._mode_to_global.setdefault(mode, {}).setdefault(si.mode_step, step)
-            mode_names = self._tensors_for_mode.get(mode)
-            if mode_names is None:
-                mode_names = self._tensors_for_mode[mode] = set()
-            if not keys <= mode_names:
-                mode_names.update(keys)
-        if step not in self._global_to_mode:
-            self._global_to_mode[step] = (mode, si.mode_step)
-            if step > self._max_step:
-                self._max_step = step
-        if step > self._last_step_of_worker.get(worker, -1):
-            self._last_step_of_worker[worker] = step
-        self._index_workers.add(worker)
-        if step > self.last_complete_step and len(by_worker) + len(
-                self._damaged.get(step, ()) if self._damaged else ()) >= self.num_workers:
-            self.last_complete_step = step
-
     def _advance_token(self) -> None:
         window = self.settings.incomplete_step_window
-        lcs = self.last_complete_step
-        if len(self._global_to_mode) - (lcs + 1) > window:
-            pending = sorted(s for s in self._global_to_mode if s > lcs)
+        table = self.step_table
+        lcs = table.last_complete_step
+        if len(table) - (lcs + 1) > window:
+            pending = table.incomplete_steps()
             if len(pending) > window:
-                self.last_complete_step = pending[window // 2 - 1]
+                table.set_last_complete_step(pending[window // 2 - 1])
                 logger.info(
                     "Waiting for %d incomplete steps (SMDEBUG_INCOMPLETE_STEP_WAIT_WINDOW=%d); "
-                    "marking steps up to %d complete", len(pending), window, self.last_complete_step)
-        self._index.advance(self.last_complete_step, self._all_workers())
-
-    # -- internal queries ------------------------------------------------------------------
-
-    def _all_workers(self) -> set[str]:
-        return self.worker_set | self._index_workers
-
-    def _step_complete(self, gs: int) -> bool:
-        return (
-            self.loaded_all_steps
-            or gs <= self.last_complete_step
-            or self._workers_written(gs) >= self.num_workers
-        )
-
-    def _select_steps(self, global_steps: Iterable[int], mode: ModeKeys,
-                      show_incomplete: bool) -> tuple[list[int], list[int]]:
-        """(steps in `mode` numbering, their global steps), sorted, complete ones unless asked."""
-        if mode is GLOBAL:
-            gsteps = sorted(global_steps)
-            if not show_incomplete and not self.loaded_all_steps:
-                gsteps = [g for g in gsteps if self._step_complete(g)]
-            return gsteps, gsteps
-        g2m = self._global_to_mode
-        pairs = []
-        for g in global_steps:
-            m, ms = g2m[g]
-            if m is mode:
-                pairs.append((ms, g))
-        pairs.sort()
-        if not show_incomplete and not self.loaded_all_steps:
-            pairs = [p for p in pairs if self._step_complete(p[1])]
-        return [p[0] for p in pairs], [p[1] for p in pairs]
-
-    def _read(self, si: StepIndex, entry: Entry, tname: str, step: int, mode: ModeKeys) -> np.ndarray:
-        """One value; waits (bounded by the retry limit and the trial's timeout) for an event
-        file the index points to but which is not there yet, unless it can never come."""
-        attempts = 0
-        started = time.monotonic()
-        while True:
-            try:
-                return self._values.read(si, entry)
-            except FileNotFoundError:
-                attempts += 1
-                uri = self.storage.uri(si.event_rel or "")
-                gone = (
-                    attempts > self.settings.missing_event_file_retries
-                    or self._last_step_of_worker.get(si.worker, -1) > si.step
-                    or self._training_ended()
-                )
-                if gone:
-                    raise EventFileMissing(uri, si.step, tname,
-                                           self.storage.uri(si.key) if si.key else "") from None
-                self._deadline_passed(
-                    started, f"event file {si.event_rel} of step {si.step} (listed in "
-                    f"{si.key or 'its index file'}; needed for tensor {tname})")
-                logger.debug("Event file %s not there yet; retrying", uri)
-                self._pause(started)
-
-    def _read_named(self, sis: list[StepIndex], tname: str, steps: list[int],
-                    mode: ModeKeys, one_worker: bool = False) -> list[np.ndarray]:
-        """Raw values of `tname` from many index files (NoRawValue names one without)."""
-        try:
-            return self._values.read_named(sis, tname, one_worker)
-        except FileNotFoundError:  # redo one by one, waiting for or reporting the missing file
-            out: list[np.ndarray] = []
-            for si, s in zip(sis, steps, strict=True):
-                entry = si.entries.get(tname)
-                if entry is None:
-                    raise NoRawValue(len(out)) from None
-                out.append(self._read(si, entry, tname, s, mode))
-            return out
-
-    def _one_doc_per_step(self) -> bool:
-        """True when every step has a single index file (one writing worker)."""
-        return len(self._index_workers) <= 1
+                    "marking steps up to %d complete", len(pending), window,
+                    table.last_complete_step)
+        self._index.advance(table.last_complete_step, table.all_workers())
 
     # -- public API: tensors ---------------------------------------------------------------
 
@@ -502,19 +371,21 @@ class Trial:
         mode = as_mode(mode)
         step = check_optional_step(step)
         self.maybe_refresh()
+        table = self.step_table
         if step is None:
             names: Iterable[str] = (
-                self._tensors.keys() if mode is GLOBAL else self._tensors_for_mode.get(mode, ())
+                self._tensors.keys() if mode is GLOBAL else table.names_of_mode(mode)
             )
         else:
-            gs = step if mode is GLOBAL else self._mode_to_global.get(mode, {}).get(step)
-            if gs is None or gs not in self._docs:
+            gs = table.global_step(mode, step)
+            if gs is None or table.holders(gs) is None:
                 self.maybe_refresh(force=True)
-                gs = step if mode is GLOBAL else self._mode_to_global.get(mode, {}).get(step)
+                gs = table.global_step(mode, step)
             names = set()
-            for si in self._docs.get(gs, {}).values() if gs is not None else ():
+            held = table.holders(gs) if gs is not None else None
+            for si in held.values() if held else ():
                 names.update(si.names)
-            damage = self._damage_at(step, mode)
+            damage = table.damage_at(step, mode)
             if damage is not None:  # the answer would be missing the damaged file's names
                 raise damage
         if regex is not None:
@@ -558,37 +429,31 @@ class Trial:
         """Sorted saved steps (mode steps for a mode); complete ones unless asked otherwise."""
         mode = as_mode(mode)
         self.maybe_refresh()
-        return self._select_steps(self._global_to_mode, mode, show_incomplete_steps)[0]
-
-    def _all_steps(self, mode: ModeKeys) -> list[int]:
-        return self._select_steps(self._global_to_mode, mode, True)[0]
+        table = self.step_table
+        return table.select(table.global_to_mode, mode, show_incomplete_steps)[0]
 
     def modes(self) -> list[ModeKeys]:
         """Modes seen so far (GLOBAL is never listed)."""
         self.maybe_refresh()
-        return sorted(self._mode_to_global, key=lambda m: m.value)
-
-    def _global_step_currently(self, mode: ModeKeys, mode_step: int) -> int | None:
-        if mode is GLOBAL:
-            return mode_step
-        return self._mode_to_global.get(mode, {}).get(mode_step)
+        return self.step_table.modes()
 
     def global_step(self, mode: ModeKeys, mode_step: int) -> int | None:
         mode = as_mode(mode)
         mode_step = check_step(mode_step, "mode_step")
-        s = self._global_step_currently(mode, mode_step)
+        s = self.step_table.global_step(mode, mode_step)
         if s is None:
             self.maybe_refresh(force=True)
-            s = self._global_step_currently(mode, mode_step)
+            s = self.step_table.global_step(mode, mode_step)
         return s
 
     def mode_modestep(self, global_step: int) -> tuple[ModeKeys | None, int | None]:
         if global_step.__class__ is not int:
             global_step = check_step(global_step, "global_step")
-        x = self._global_to_mode.get(global_step)
+        g2m = self.step_table.global_to_mode
+        x = g2m.get(global_step)
         if x is None:
             self.maybe_refresh(force=True)
-            x = self._global_to_mode.get(global_step)
+            x = g2m.get(global_step)
         return x if x is not None else (None, None)
 
     def mode_step(self, global_step: int) -> int | None:
@@ -599,7 +464,7 @@ class Trial:
 
     def workers(self) -> list[str]:
         self.maybe_refresh()
-        return sorted(self._all_workers())
+        return sorted(self.step_table.all_workers())
 
     def collections(self) -> dict[str, Collection]:
         assert self.collection_manager is not None
@@ -616,17 +481,18 @@ class Trial:
         mode = as_mode(mode)
         step = check_step(step)
         self.maybe_refresh()
-        all_steps, gsteps = self._select_steps(self._global_to_mode, mode, True)
+        table = self.step_table
+        all_steps, gsteps = table.select(table.global_to_mode, mode, True)
         i = bisect.bisect_left(all_steps, step)
         if i < len(all_steps):
             g = gsteps[i]
             if all_steps[i] > step:
                 # Skipped: a later step is complete, so this one will never be written.
-                if self.last_complete_step >= g:
+                if table.last_complete_step >= g:
                     return StepState.UNAVAILABLE
                 return StepState.NOT_YET_AVAILABLE
-            return StepState.AVAILABLE if self._step_complete(g) else StepState.NOT_YET_AVAILABLE
-        return StepState.UNAVAILABLE if self.loaded_all_steps else StepState.NOT_YET_AVAILABLE
+            return StepState.AVAILABLE if table.is_complete(g) else StepState.NOT_YET_AVAILABLE
+        return StepState.UNAVAILABLE if table.all_loaded else StepState.NOT_YET_AVAILABLE
 
     def wait_for_steps(self, required_steps: Iterable[int], mode: ModeKeys = GLOBAL,
                        timeout: float | None = None) -> None:
@@ -650,13 +516,13 @@ class Trial:
                     state = self.has_passed_step(step, mode)
                     if state is StepState.AVAILABLE:
                         break
-                    damage = self._damage_at(step, mode)
+                    damage = self.step_table.damage_at(step, mode)
                     if damage is not None:
                         raise damage
                     if state is StepState.UNAVAILABLE:
                         if not self.loaded_all_steps:
                             raise StepUnavailable(step, mode)
-                        avail = self._all_steps(mode)
+                        avail = self.step_table.all_steps(mode)
                         last = avail[-1] if avail else -1
                         if step < last:
                             raise StepUnavailable(step, mode)
@@ -677,6 +543,20 @@ class Trial:
     @property
     def event_file_reads(self) -> int:
         return self._values.file_reads + self._values.range_reads
+
+    # -- export (smdebug_lite.export; needs the 'export' extra) ------------------------------
+
+    def to_pandas(self, **selection: Any) -> Any:
+        """The trial as a long-format DataFrame (columns: smdebug_lite.export.COLUMNS)."""
+        from smdebug_lite.export import to_pandas
+
+        return to_pandas(self, **selection)
+
+    def to_arrow(self, **selection: Any) -> Any:
+        """The trial as a long-format pyarrow Table (columns: smdebug_lite.export.COLUMNS)."""
+        from smdebug_lite.export import to_arrow
+
+        return to_arrow(self, **selection)
 
 
 def default_trial_name(path: str) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from smdebug_lite.exceptions import SMDebugNotImplementedError, SMDebugTypeError, SMDebugValueError
 from smdebug_lite.storage import is_s3_path
-from smdebug_lite.storage.s3 import parse_s3_uri
+from smdebug_lite.storage.s3 import S3Storage
 from smdebug_lite.trials.local_trial import LocalTrial
 from smdebug_lite.trials.s3_trial import S3Trial
 from smdebug_lite.trials.trial import Trial, default_trial_name
@@ -45,8 +45,8 @@ def create_trial(
         name = default_trial_name(path)
     if is_s3_path(path):
         try:
-            bucket, prefix = parse_s3_uri(path)
+            storage = S3Storage(path)  # the one place the URI is parsed
         except ValueError as e:
             raise SMDebugValueError(str(e)) from None
-        return S3Trial(name, bucket, prefix, range_steps, timeout=timeout, **kwargs)
+        return S3Trial.on_storage(name, storage, range_steps, timeout=timeout, **kwargs)
     return LocalTrial(name, path, range_steps, timeout=timeout, **kwargs)

@@ -60,6 +60,9 @@ _EVENT_KEYS = 3  # an entry written by smdebug: tensorname, start_idx, length
 # much as copying 16 KiB; an S3 request, as transferring about a megabyte).
 _LOCAL_GAP = 16 << 10
 _REMOTE_GAP = 1 << 20
+# A file's reduction records spread over at most this many bytes are read in one local read,
+# whatever lies between them (cheaper than working out, and making, several reads).
+_LOCAL_SPAN = 64 << 10
 _ARRAY_OVERHEAD = 128  # approximate bytes of an ndarray object, for cache accounting
 _BATCH_BYTES = 64 << 20  # records read alone are fetched about this many bytes at a time
 _DTYPES: dict[str, np.dtype] = {
@@ -153,6 +156,7 @@ class ValueReader:
         self._columns: dict[tuple[str, str], dict[int, np.ndarray]] = {}
         self._cached_bytes = 0
         self._gap = _LOCAL_GAP if storage.is_local else _REMOTE_GAP
+        self._span = _LOCAL_SPAN if storage.is_local else 0
         self.file_reads = 0
         self.range_reads = 0
         self.bytes_read = 0
@@ -425,17 +429,24 @@ class ValueReader:
 
     def _quick(self, fs: _FileState, name: str, entry: Entry) -> np.ndarray | None:
         """A record in smdebug's layout viewed from bytes read before (the whole file or a
-        part of it); None sends it down the general path, which explains any problem."""
+        part of it); None sends it down the general path, which explains any problem.
+
+        A reduction record is kept with its file only: the per-tensor columns serve bulk reads
+        of raw tensors, which never ask for reductions (and a reduction read alone is in
+        `fs.arrays` already)."""
         if len(entry) != _EVENT_KEYS:
             return None
-        col = self._columns.get((name, fs.worker))
-        if col is None:
-            col = self._columns[(name, fs.worker)] = {}
+        if name.startswith(REDUCTIONS_PREFIX):
+            col = None
         else:
-            arr = col.get(fs.step)
-            if arr is not None:  # read alone before: the same array object again
-                fs.arrays[name] = arr
-                return arr
+            col = self._columns.get((name, fs.worker))
+            if col is None:
+                col = self._columns[(name, fs.worker)] = {}
+            else:
+                arr = col.get(fs.step)
+                if arr is not None:  # read alone before: the same array object again
+                    fs.arrays[name] = arr
+                    return arr
         try:
             start, length = _RANGE(entry)
             if start.__class__ is not int or start < 0:
@@ -454,7 +465,8 @@ class ValueReader:
         if arr is None:
             return None
         fs.arrays[name] = arr
-        col[fs.step] = arr
+        if col is not None:
+            col[fs.step] = arr
         fs.nbytes += _ARRAY_OVERHEAD
         self._cached_bytes += _ARRAY_OVERHEAD
         if self._cached_bytes > self.cache_bytes:
@@ -470,7 +482,8 @@ class ValueReader:
             if set(map(type, starts + lengths)) != {int} or min(starts) < 0 or min(lengths) <= 0:
                 return  # damaged entries: the record read explains which
             first, end = min(starts), max(map(add, starts, lengths))
-            if end - first - sum(lengths) <= self._gap:  # the usual case: all in one read
+            if end - first <= self._span or end - first - sum(lengths) <= self._gap:
+                # the usual case: all in one read
                 spans = [(first, end)]
             else:
                 spans = coalesce(starts, lengths, self._gap)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from smdebug_lite.logger import get_logger
-from smdebug_lite.writer.trial_writer import on_sagemaker
+from smdebug_lite.writer.protocol import on_sagemaker
 
 logger = get_logger(__name__)
 

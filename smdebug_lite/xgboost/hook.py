@@ -173,15 +173,11 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         roles = frozenset(collections)
         if self._roles.get(name) != roles:
             self._roles[name] = roles
-            self._match_cache.pop(name, None)
+            self.plans.forget(name)
 
-    def _matching(self, name: str) -> list[Collection]:
-        found = self._match_cache.get(name)
-        if found is None:
-            roles = self._roles.get(name, frozenset())
-            found = [c for c in self._included if c.name in roles or c.matches(name)]
-            self._match_cache[name] = found
-        return found
+    def _collections_of(self, included: list[Collection], name: str) -> list[Collection]:
+        roles = self._roles.get(name, frozenset())
+        return [c for c in included if c.name in roles or c.matches(name)]
 
     def _warn_once(self, key: str, message: str) -> None:
         if key not in self._warned:
@@ -215,9 +211,7 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
 
     def _wants(self, name: str) -> bool:
         """Would `name` be saved now? (No side effects, unlike plan().)"""
-        if self.disabled or not self._saving:
-            return False
-        return any(id(c) in self._saving_ids for c in self._matching(name))
+        return not self.disabled and self.plans.wants(name)
 
     def _save_metrics(self, evals_log: Mapping) -> None:
         for eval_name, metrics in (evals_log or {}).items():
@@ -369,8 +363,8 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         if not self.disabled:
             with self.failsafe("after_training"):
                 self.end_step()
-                if self._writer is not None:
-                    self._writer.flush()
+                if self.trial_writer is not None:
+                    self.trial_writer.flush()
         return model
 
     # -- copies: sklearn clones estimators, joblib pickles them ------------------------------------

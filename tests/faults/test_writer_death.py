@@ -42,12 +42,12 @@ SCRIPT = textwrap.dedent("""
         found = []
         for pid in kids:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"writer_process_main" in f.read():
+                if b"smdebug_lite.writer.process.main" in f.read():
                     found.append(pid)
         return found
 
     def kill_writer():
-        (pid,) = [p for p in writer_children() if p == hook._writer.pid]
+        (pid,) = [p for p in writer_children() if p == hook.trial_writer.pid]
         os.kill(pid, signal.SIGKILL)
         for _ in range(2000):  # until only a zombie is left: its end of the socket is closed
             with open(f"/proc/{pid}/stat") as f:
@@ -80,7 +80,7 @@ SCRIPT = textwrap.dedent("""
     exact = all((trial.tensor("Sequential_0.weight").value(s) == weights[s]).all() for s in steps)
     print("@@RESULT@@" + json.dumps({
         "steps": steps, "exact": bool(exact), "disabled": hook.disabled, "killed": killed,
-        "writer_pid": hook._writer.pid, "children": writer_children(),
+        "writer_pid": hook.trial_writer.pid, "children": writer_children(),
         "end_marker": open_storage(out).exists("training_job_end.ts")}))
 """)
 

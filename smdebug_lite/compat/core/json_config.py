@@ -167,15 +167,11 @@ def create_hook_from_json_config(
     """A `hook_cls` hook configured by the DebugHookConfig file; `default_values` fill save
     settings the file leaves out (XGBoost's save_interval=10)."""
     settings = parse_hook_config(json_config_path, default_values=default_values)
-    kwargs = settings.hook_kwargs()
-    adapt = getattr(hook_cls, "_json_hook_kwargs", None)
-    if callable(adapt):
-        kwargs = adapt(kwargs)
-    hook = hook_cls(**kwargs)
+    from_settings = getattr(hook_cls, "from_hook_settings", None)
+    if callable(from_settings):
+        return from_settings(settings)
+    hook = hook_cls(**settings.hook_kwargs())
     settings.apply_to(hook.collection_manager)
-    configured = getattr(hook, "_collections_configured", None)
-    if callable(configured):
-        configured()
     return hook
 
 

@@ -47,13 +47,13 @@ class StateStore:
             self._training_state = TrainingState(self._checkpoint_dir)
             self._states_file = self._training_state.path
             self._saved_states = _by_step_seen(self._training_state.states)
-            self._signature = self._training_state._checkpoint_signature()
+            self._signature = self._training_state.checkpoint_signature()
 
     def is_checkpoint_updated(self) -> bool:
         """True once for each change of the checkpoint files (none configured or present: False)."""
         if self._training_state is None:
             return False
-        signature = self._training_state._checkpoint_signature()
+        signature = self._training_state.checkpoint_signature()
         if not signature:
             logger.debug("no checkpoint files in %s yet", self._checkpoint_dir)
             return False

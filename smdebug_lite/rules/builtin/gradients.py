@@ -42,8 +42,11 @@ class ExplodingTensor(BuiltinRule):
 
     Parameters: ``collection_names`` (comma-separated), ``tensor_regex`` (comma-separated
     regexes), both default None meaning every saved tensor; ``only_nan`` (bool, default False).
-    Collections: whatever is selected (typically ``gradients``, ``weights``, ``losses``). With
-    only reductions saved, a non-finite reduction (other than prod) counts.
+    Collections: whatever is selected (typically ``gradients``, ``weights``, ``losses``). Where
+    every worker saved the ``num_nan`` (and, unless `only_nan`, ``num_inf``) counts of a tensor
+    at a step, those are read instead of the tensor, and the first worker with a nonzero count
+    is named. Otherwise the raw tensor is checked; with only other reductions saved, a
+    non-finite reduction (other than prod) counts.
     """
 
     def __init__(self, base_trial: Any, collection_names: str | None = None,
@@ -64,8 +67,35 @@ class ExplodingTensor(BuiltinRule):
             return bool(np.isnan(arr).any())
         return not bool(np.isfinite(arr).all())
 
+    def _from_counts(self, name: str, step: int) -> tuple[str, int, int] | bool | None:
+        """(worker, NaN count, Inf count) of the first worker whose saved counts are nonzero,
+        False when every worker's counts are zero, None when some worker has no counts."""
+        trial = self.raw_base
+        try:
+            workers = self.cache.tensor(trial, name).workers(step)
+        except (TensorUnavailableForStep, KeyError, ValueError):
+            return None
+        for worker in workers:
+            saved = self.cache.saved_reductions(trial, name, step, worker=worker)
+            nan = saved.get(("num_nan", False))
+            inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
+            if nan is None or inf is None:
+                return None
+            if nan or inf:
+                return worker, int(nan), int(inf)
+        return False
+
     def invoke_at_step(self, step: int) -> bool:
         for name in self.selection.names_at(self.raw_base, step):
+            counted = self._from_counts(name, step)
+            if counted is False:
+                continue
+            if counted is not None:
+                worker, nan, inf = counted
+                what = " and ".join(([f"{nan} NaN"] if nan else [])
+                                    + ([f"{inf} infinite values"] if inf else []))
+                return self.flag(step, f"{name} contains {what} (worker {worker})",
+                                 tensor=name, worker=worker, num_nan=nan, num_inf=inf)
             try:
                 arr = self.value(name, step)
             except TensorUnavailableForStep:

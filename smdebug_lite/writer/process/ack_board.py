@@ -1,4 +1,4 @@
-"""The page both processes share (see `writer_process`): acknowledgements one way, repeat steps
+"""The page both processes share (see `handle`): acknowledgements one way, repeat steps
 the other.
 
 Both processes map one small memfd.
@@ -28,6 +28,8 @@ import struct
 # (sequence number, writer id, token, step, mode value, mode step, wall time, template slot)
 _ENTRY = struct.Struct("<qqqqqqdq")
 _ENTRY_SLOTS = 8  # int64 slots per entry
+# The slots the training process reads at each step handed over: DONE, ERRORS, (HEAD, TAIL), ACTIVE
+_LOOK = struct.Struct("<qq16xd")
 # Where stores become visible in program order, so a reader that sees the head moved sees the
 # entry behind it.
 RING_SUPPORTED = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686", "x86")
@@ -79,6 +81,10 @@ class AckBoard:
     @property
     def errors(self) -> int:
         return self._slots[self._ERRORS]
+
+    def look(self) -> tuple[int, int, float]:
+        """(`done`, `errors`, `active_until`) in one read of the page."""
+        return _LOOK.unpack_from(self.mm, 0)
 
     def post_done(self, token: int) -> None:
         self._slots[self._DONE] = token

@@ -1,7 +1,7 @@
 """The writer process's program: `main(<socket fd>)`.
 
-`writer_process.WriterProcess` starts it in a new interpreter (``python -c`` with a bootstrap
-that imports this same copy of smdebug_lite). It writes the steps a training process describes, in
+`handle.WriterProcess` starts it in a new interpreter (``python -c`` with a bootstrap that
+imports this same copy of smdebug_lite). It writes the steps a training process describes, in
 order, and posts each one done on the shared ack board. It ignores Ctrl-C and SIGTERM (the
 training process decides when writing ends: on SIGTERM it closes its hooks through this
 process) and exits when the training process closes the socket, after writing everything it
@@ -22,11 +22,11 @@ import traceback
 import numpy as np
 
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.writer.ack_board import AckBoard
-from smdebug_lite.writer.process_channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
-from smdebug_lite.writer.shared_arena import SegmentMaps
-from smdebug_lite.writer.step_files import StepFiles, staging_name
-from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.pending_step import PendingStep
+from smdebug_lite.writer.process.ack_board import AckBoard
+from smdebug_lite.writer.process.channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed
+from smdebug_lite.writer.process.shared_arena import SegmentMaps
+from smdebug_lite.writer.step_file_writer import StepFileWriter, staging_name
 
 # While steps keep coming, the loop sleeps between non-blocking reads instead of blocking on the
 # socket. A process blocked on the socket is woken by every message the trainer sends and by
@@ -45,10 +45,12 @@ def _describe_error(e: BaseException) -> str:
 
 
 class WriterLoop:
+    """Runs the messages of one training process, in the order it made them."""
+
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
         self.maps = SegmentMaps()
-        self.files: dict[int, StepFiles] = {}
+        self.files: dict[int, StepFileWriter] = {}
         self.failed: dict[int, str] = {}
         self.parent_gone = False
         self.board: AckBoard | None = None
@@ -135,13 +137,13 @@ class WriterLoop:
     def on_open(self, wid: int, out_dir: str, worker: str, env: dict[str, str],
                 previous: int | None = None) -> None:
         """`previous`: the id this writer had in a writer process that died, whose work this
-        process takes over (see `StepFiles`)."""
+        process takes over (see `StepFileWriter`)."""
         for key in [k for k in os.environ if k.startswith(STORAGE_ENV_PREFIXES) and k not in env]:
             del os.environ[key]
         os.environ.update(env)
         try:
             owner = os.getppid()  # (the training process)
-            self.files[wid] = StepFiles(
+            self.files[wid] = StepFileWriter(
                 out_dir, worker, resumed=previous is not None,
                 staging_prefix=staging_name(owner, wid),
                 previous_staging=None if previous is None else staging_name(owner, previous))
@@ -177,7 +179,7 @@ class WriterLoop:
                tensors: list, shapes: list) -> None:
         if wid in self.files and wid not in self.failed:
             try:
-                sw = StepWriter(step, self.files[wid].worker, ModeKeys[mode], mode_step)
+                sw = PendingStep(step, self.files[wid].worker, ModeKeys[mode], mode_step)
                 for name, where, wall_time in tensors:
                     sw.add_tensor(name, self._array(where), wall_time)
                 for name, original_name, shape in shapes:
@@ -227,7 +229,7 @@ class WriterLoop:
             return np.frombuffer(data, dtype).reshape(shape)
         return where[1]
 
-    def _check_uploads(self, wid: int, files: StepFiles | None = None) -> None:
+    def _check_uploads(self, wid: int, files: StepFileWriter | None = None) -> None:
         files = files or self.files.get(wid)
         if files is not None and files.upload_error is not None:
             self._fail(wid, files.upload_error)

@@ -1,37 +1,33 @@
 """An out_dir being written by one worker, on a background thread of this process.
 
-Encoding and file I/O (`StepFiles`) run on one background thread so training only pays for
+Encoding and file I/O (`StepFileWriter`) run on one background thread so training only pays for
 handing over arrays. The queue is bounded by bytes: when the writer falls behind, `submit` waits
 (training slows down rather than memory growing without bound) and the wait is reported. The
 writer thread's Python competes with training for the GIL; where it can, a hook writes through
-the writer process instead (`writer_process`), and this class is the fallback.
+the writer process instead (`writer.process`), and this class is the fallback.
 """
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 import time
 
 from smdebug_lite.logger import get_logger
-from smdebug_lite.writer.step_files import StepFiles
-from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.pending_step import PendingStep
+from smdebug_lite.writer.protocol import on_sagemaker
+from smdebug_lite.writer.step_file_writer import StepFileWriter
 from smdebug_lite.writer.write_failed import WriteFailed
-from smdebug_lite.writer.writer_waits import WriterWaits
+from smdebug_lite.writer.writer_waits import DEFAULT_MAX_PENDING_BYTES, WriterWaits
 
 logger = get_logger(__name__)
 
-DEFAULT_MAX_PENDING_BYTES = int(os.environ.get("SMDEBUG_WRITER_MAX_PENDING_MB", "512")) << 20
 _STOP = object()
 
 
-def on_sagemaker() -> bool:
-    return bool(os.environ.get("TRAINING_JOB_NAME"))
-
-
-class TrialWriter:
-    """Writes one worker's files under `out_dir` (a path or an s3:// URI)."""
+class ThreadTrialWriter:
+    """Writes one worker's files under `out_dir` (a path or an s3:// URI) from a thread: the
+    fallback `TrialWriter` where the writer process cannot run."""
 
     def __init__(
         self,
@@ -46,8 +42,8 @@ class TrialWriter:
         self.out_dir = out_dir
         self.worker = worker
         self.max_pending_bytes = max_pending_bytes
-        # (resumed: it takes over from a writer process that died; see `StepFiles`)
-        self.files = StepFiles(out_dir, worker, staging_dir, resumed,
+        # (resumed: it takes over from a writer process that died; see `StepFileWriter`)
+        self.files = StepFileWriter(out_dir, worker, staging_dir, resumed,
                                previous_staging=previous_staging)
         self.uploader = self.files.uploader
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
@@ -61,15 +57,15 @@ class TrialWriter:
 
     # -- training-thread side ------------------------------------------------------------
 
-    def new_step(self, step: int, mode, mode_step: int) -> StepWriter:
-        return StepWriter(step, self.worker, mode, mode_step)
+    def new_step(self, step: int, mode, mode_step: int) -> PendingStep:
+        return PendingStep(step, self.worker, mode, mode_step)
 
-    def submit(self, step_writer: StepWriter) -> None:
+    def submit(self, step: PendingStep) -> None:
         """Hand a finished step to the background thread; waits only if the queue is full."""
-        if not len(step_writer):
+        if not len(step):
             return
         self._raise_if_failed()
-        size = step_writer.nbytes
+        size = step.nbytes
         with self._cond:
             if self._pending and self._pending + size > self.max_pending_bytes:
                 start = time.perf_counter()
@@ -79,7 +75,7 @@ class TrialWriter:
                         break
                 self.waits.add(time.perf_counter() - start, self._pending)
             self._pending += size
-        self._queue.put(("step", step_writer, size))
+        self._queue.put(("step", step, size))
 
     def write_collections(self, json_text: str) -> None:
         self._queue.put(("collections", json_text, 0))
@@ -150,7 +146,7 @@ class TrialWriter:
                         self._pending -= size
                         self._cond.notify_all()
 
-    def _write_step(self, sw: StepWriter) -> None:
+    def _write_step(self, sw: PendingStep) -> None:
         self.files.write_step(sw)
         if sw.on_written is not None:  # the arrays are no longer needed
             sw.on_written()

@@ -1,4 +1,5 @@
-"""One saved step of one worker: collects tensors and shapes, then encodes both files at once."""
+"""One saved step of one worker, pending: its tensors and shapes gathered in memory until a
+writer encodes its two files at once (`StepFileWriter`)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,14 @@ from smdebug_lite.format.tensor_codec import encode_tensor_record
 from smdebug_lite.modes import ModeKeys
 
 
-class StepWriter:
-    """Buffers a step in memory; encoding happens later, off the training thread.
+class PendingStep:
+    """Holds a step in memory; encoding happens later, off the training thread.
 
-    The index file's meta holds a single mode for the whole file, which is why a step writer
+    The index file's meta holds a single mode for the whole file, which is why a pending step
     belongs to exactly one (step, mode, mode_step).
     """
 
-    __slots__ = ("step", "worker", "mode", "mode_step", "_tensors", "_shapes", "on_written",
+    __slots__ = ("step", "worker", "mode", "mode_step", "tensors", "shapes", "on_written",
                  "repeat", "on_submitted", "token")
 
     def __init__(self, step: int, worker: str, mode: ModeKeys, mode_step: int) -> None:
@@ -28,8 +29,9 @@ class StepWriter:
         self.worker = worker
         self.mode = mode
         self.mode_step = mode_step
-        self._tensors: list[tuple[str, np.ndarray, float]] = []
-        self._shapes: list[ShapeEntry] = []
+        # (name, value, wall time) and shape entries, in the order added
+        self.tensors: list[tuple[str, np.ndarray, float]] = []
+        self.shapes: list[ShapeEntry] = []
         # Called (on the writer's thread) once the step's files are written: the arrays are no
         # longer needed, so a hook may reuse their memory.
         self.on_written: Callable[[], None] | None = None
@@ -42,26 +44,26 @@ class StepWriter:
 
     def add_tensor(self, name: str, value: np.ndarray, wall_time: float | None = None) -> None:
         """Keep a reference: callers pass arrays they will not mutate (hooks copy first)."""
-        self._tensors.append((name, value, time.time() if wall_time is None else wall_time))
+        self.tensors.append((name, value, time.time() if wall_time is None else wall_time))
 
     def add_tensors(self, entries: list[tuple[str, np.ndarray, float]]) -> None:
         """`add_tensor` for a whole step's (name, value, wall time) at once."""
-        self._tensors += entries
+        self.tensors += entries
 
     def add_shape(self, name: str, shape: tuple[int, ...], original_name: str | None = None) -> None:
-        self._shapes.append(ShapeEntry(name, original_name or name, tuple(int(d) for d in shape)))
+        self.shapes.append(ShapeEntry(name, original_name or name, tuple(int(d) for d in shape)))
 
     @property
     def nbytes(self) -> int:
         """Bytes of the step's arrays (the thread writer bounds what is pending by it)."""
-        return sum(getattr(value, "nbytes", 0) for _, value, _ in self._tensors)
+        return sum(getattr(value, "nbytes", 0) for _, value, _ in self.tensors)
 
     def __len__(self) -> int:
-        return len(self._tensors) + len(self._shapes) + (self.repeat[1] if self.repeat else 0)
+        return len(self.tensors) + len(self.shapes) + (self.repeat[1] if self.repeat else 0)
 
     @property
     def tensor_names(self) -> list[str]:
-        return [t[0] for t in self._tensors]
+        return [t[0] for t in self.tensors]
 
     @property
     def event_file_name(self) -> str:
@@ -77,7 +79,7 @@ class StepWriter:
         entries: list[TensorEntry] = []
         offset = base_offset
         mode_value = self.mode.value
-        for name, value, wall_time in self._tensors:
+        for name, value, wall_time in self.tensors:
             rec = encode_tensor_record(name, value, self.step, mode_value, self.mode_step, wall_time)
             chunks.extend(rec.chunks)
             entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
@@ -87,7 +89,7 @@ class StepWriter:
         # value (its index merge replaces the location with the shape); the raw tensor's entry
         # records the shape anyway, so the shape entry is only written on its own.
         raw = {e.name for e in entries}
-        shapes = [s for s in self._shapes if s.name not in raw]
+        shapes = [s for s in self.shapes if s.name not in raw]
         doc = IndexDocument(self.step, self.worker, self.mode, self.mode_step,
                             self.event_file_name, entries, shapes)
         return chunks, doc

@@ -1,8 +1,8 @@
 """One worker's files under an out_dir, written synchronously: steps, collections, end marker.
 
-This is the part of writing that touches storage. `TrialWriter` runs it on a background thread
-and the writer process (`writer_process`) runs it in a separate interpreter; both hand it
-finished `StepWriter`s. For `s3://` out_dirs files are staged in a local directory and uploaded
+This is the part of writing that touches storage. `ThreadTrialWriter` runs it on a background
+thread and the writer process (`writer.process.main`) in a separate interpreter; both hand it
+finished `PendingStep`s. For `s3://` out_dirs files are staged in a local directory and uploaded
 by `S3Uploader` in the order they were finished.
 
 A writer that replaces one that died (`resumed`) first looks at what is already there: steps
@@ -26,10 +26,10 @@ from smdebug_lite.format.locations import (
     collections_file_name,
 )
 from smdebug_lite.storage import LocalStorage, Storage, is_s3_path, open_storage
-from smdebug_lite.writer.step_writer import StepWriter
+from smdebug_lite.writer.pending_step import PendingStep
 
 
-class StepFiles:
+class StepFileWriter:
     """Writes one worker's files under `out_dir` (a path or an s3:// URI)."""
 
     def __init__(self, out_dir: str, worker: str, staging_dir: str | None = None,
@@ -65,7 +65,7 @@ class StepFiles:
     def upload_error(self) -> BaseException | None:
         return None if self.uploader is None else self.uploader.error
 
-    def write_step(self, sw: StepWriter) -> None:
+    def write_step(self, sw: PendingStep) -> None:
         old_event = b""
         old_doc = None
         if sw.step in self._written_steps or sw.step in self._found:
@@ -153,7 +153,7 @@ class StepFiles:
                     raise uploader.error
             _remove_empty_tree(staging)
 
-    def _read_existing(self, sw: StepWriter):
+    def _read_existing(self, sw: PendingStep):
         self.wait_uploads()
         try:
             text = self.target.read(sw.index_file_name)
@@ -174,11 +174,11 @@ def staging_name(owner_pid: int, wid: int) -> str:
     return f"smdebug-lite-staging-{owner_pid}-{wid}-"
 
 
-def _holds_all(doc, sw: StepWriter) -> bool:
+def _holds_all(doc, sw: PendingStep) -> bool:
     """Whether an index document already has every tensor and shape of `sw`."""
     have = {t.name for t in doc.tensors} | {s.name for s in doc.shapes}
     return all(name in have for name in sw.tensor_names) and all(
-        s.name in have for s in sw._shapes)
+        s.name in have for s in sw.shapes)
 
 
 def _remove_empty_tree(root: str) -> None:

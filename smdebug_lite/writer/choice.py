@@ -1,0 +1,28 @@
+"""`open_trial_writer`: the writer a hook gets for one worker's out_dir.
+
+Through the writer process (`writer.process`) where it works: Linux (memfd and file descriptor
+passing), a process that starts, and ``SMDEBUG_WRITER`` not ``thread``. Otherwise a thread of
+the training process (`ThreadTrialWriter`) does the same work.
+"""
+
+from __future__ import annotations
+
+from smdebug_lite.logger import get_logger
+from smdebug_lite.writer.process.handle import WriterProcessError
+from smdebug_lite.writer.process.lifecycle import writer_process
+from smdebug_lite.writer.process.trial_writer import ProcessTrialWriter
+from smdebug_lite.writer.protocol import TrialWriter
+from smdebug_lite.writer.thread_writer import ThreadTrialWriter
+
+logger = get_logger(__name__)
+
+
+def open_trial_writer(out_dir: str, worker: str = "worker_0") -> TrialWriter:
+    """A writer for one worker's out_dir (a path or an s3:// URI)."""
+    proc = writer_process()
+    if proc is not None:
+        try:
+            return ProcessTrialWriter(proc, out_dir, worker)
+        except WriterProcessError as e:
+            logger.warning("smdebug-lite writer process unusable (%s); writing from a thread", e)
+    return ThreadTrialWriter(out_dir, worker)

@@ -1,0 +1,436 @@
+"""The package's shape, checked from its source with ast (nothing is imported):
+
+* no import cycles between smdebug_lite modules;
+* layering: the bottom layer never imports the layers above it, capture (hooks, writer) and
+  reading (trials, index) never import each other's side, nor the rules;
+* no code reaches into another object's private attributes (``other._name``).
+
+Imports count wherever they are written (module level or inside a function: both run), except
+under ``if TYPE_CHECKING:``. An edge goes to the module named: ``from pkg import sub`` to
+``pkg.sub`` when that is a module, ``from pkg import name`` to ``pkg`` (its ``__init__``). The
+packages a dotted import also initialises are not counted as edges, so a cycle reported is one
+between the modules themselves, ``__init__`` files included where they are named.
+
+Known violations are listed in the allowlists below, each entry a debt to pay off, not a
+permission. A new violation fails the test (which prints every current one); a fixed one fails
+`test_allowlists_hold_no_fixed_entries` until its entry is removed, so the lists only shrink.
+"Nothing outside compat imports compat" is checked by tests/test_compat_layering.py.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "smdebug_lite"
+PKG = "smdebug_lite"
+
+# -- allowlists (to be emptied) ------------------------------------------------------------------
+
+# Import edges ("importer -> imported") that close cycles today. Without them the import graph
+# must be acyclic.
+CYCLE_EDGES_ALLOWED: set[str] = {
+    # exceptions name modes in their messages while modes raises exceptions: exceptions must be
+    # the bottom.
+    "smdebug_lite.exceptions -> smdebug_lite.modes",
+    # smdebug.core.utils helpers that reach up into the I/O and PyTorch shims (function-level).
+    "smdebug_lite.compat.core.utils -> smdebug_lite.compat.core.access_layer.utils",
+    "smdebug_lite.compat.core.utils -> smdebug_lite.compat.pytorch.utils",
+    # Trial.to_pandas/Tensor.to_pandas call into export, which reads trials (function-level).
+    "smdebug_lite.trials.tensor -> smdebug_lite.export",
+    "smdebug_lite.trials.trial -> smdebug_lite.export",
+    # Rule evaluation picks the Ray engine, which runs rule evaluation (function-level).
+    "smdebug_lite.rules.evaluation -> smdebug_lite.distributed.ray_engine",
+}
+
+# Imports against LAYER_RULES today ("importer -> imported").
+LAYER_EDGES_ALLOWED: set[str] = {
+    # close() compacts the index through the reader's package; compaction belongs below both.
+    "smdebug_lite.hooks.core -> smdebug_lite.index.compact",
+}
+
+# Private attributes of other objects read or written today ("file: expression").
+PRIVATE_ACCESS_ALLOWED: set[str] = {
+    # __eq__ comparing another instance's fields: public properties exist for each.
+    "smdebug_lite/config/collection.py: other._include_regex",
+    "smdebug_lite/config/collection.py: other._name",
+    "smdebug_lite/config/collection.py: other._reduction_config",
+    "smdebug_lite/config/collection.py: other._save_config",
+    "smdebug_lite/config/collection.py: other._save_histogram",
+    "smdebug_lite/config/collection.py: other._tensor_names",
+    "smdebug_lite/config/collection_manager.py: other._collections",
+    "smdebug_lite/rules/trial_view.py: other._wrapped_attr",
+    # Markers this package sets on objects it patches or wraps (framework functions, log
+    # records, TF runners and tapes).
+    "smdebug_lite/launcher/attach_tensorflow.py: current._smd_original",
+    "smdebug_lite/launcher/attach_tensorflow.py: method._smd_original",
+    "smdebug_lite/launcher/attach_xgboost.py: current._smd_original",
+    "smdebug_lite/launcher/attach_xgboost.py: train._smd_original",
+    "smdebug_lite/redact.py: record._smdebug_redacted",
+    "smdebug_lite/tensorflow/capture.py: recorder._smd_runner",
+    "smdebug_lite/tensorflow/capture.py: runner._smd_runner",
+    "smdebug_lite/tensorflow/tape.py: tape._smd_hook",
+    # Framework internals the adapters rely on (torch's hook dicts and module names, Keras'
+    # layer walk): each needs a comment at its use and a test that fails when torch/Keras move.
+    "smdebug_lite/launcher/attach_pytorch.py: module._get_name",
+    "smdebug_lite/pytorch/hook.py: inner._get_name",
+    "smdebug_lite/pytorch/hook.py: loss_module._get_name",
+    "smdebug_lite/pytorch/hook.py: p._post_accumulate_grad_hooks",
+    "smdebug_lite/pytorch/step_call.py: g._global_backward_hooks",
+    "smdebug_lite/pytorch/step_call.py: g._global_backward_pre_hooks",
+    "smdebug_lite/pytorch/step_call.py: g._global_forward_hooks",
+    "smdebug_lite/pytorch/step_call.py: g._global_forward_pre_hooks",
+    "smdebug_lite/pytorch/step_call.py: m._backward_hooks",
+    "smdebug_lite/pytorch/step_call.py: m._backward_pre_hooks",
+    "smdebug_lite/pytorch/step_call.py: m._call_impl",
+    "smdebug_lite/pytorch/step_call.py: m._forward_hooks",
+    "smdebug_lite/pytorch/step_call.py: m._forward_pre_hooks",
+    "smdebug_lite/pytorch/step_call.py: type(self.module)._replicate_for_data_parallel",
+    "smdebug_lite/tensorflow/keras_hook.py: model._flatten_layers",
+    # Our own classes reaching into each other's state: to become public methods.
+    "smdebug_lite/pytorch/hook.py: loss_module._module_name",
+    "smdebug_lite/pytorch/hook.py: m._module_name",
+    "smdebug_lite/pytorch/hook.py: root.inner._module_name",
+    "smdebug_lite/rules/invoker.py: rule._complete_step",
+}
+
+# -- layering ------------------------------------------------------------------------------------
+
+BOTTOM = ("modes", "exceptions", "logger", "redact", "reductions", "config", "format", "storage")
+ABOVE_BOTTOM = ("hooks", "pytorch", "tensorflow", "xgboost", "writer", "trials", "rules",
+                "compat")
+# (importers, what they must not import); names are subpackages/modules under smdebug_lite.
+LAYER_RULES: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
+    (BOTTOM, ABOVE_BOTTOM),
+    (("hooks", "writer"), ("trials", "rules", "index")),
+    (("trials", "index"), ("hooks", "writer")),
+]
+
+# namedtuple's public API is spelled with a leading underscore.
+PUBLIC_UNDERSCORE_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+
+# -- the source model ----------------------------------------------------------------------------
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+@cache
+def _sources() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))
+            if "__pycache__" not in p.parts}
+
+
+@cache
+def _tree(module: str) -> ast.Module:
+    path = _sources()[module]
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _runtime_nodes(node: ast.AST) -> Iterator[ast.AST]:
+    """Every node below `node`, skipping the bodies of ``if TYPE_CHECKING:``."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield other
+                yield from _runtime_nodes(other)
+            continue
+        yield child
+        yield from _runtime_nodes(child)
+
+
+def _existing(name: str) -> str | None:
+    """The longest prefix of a dotted name that is one of our modules."""
+    modules = _sources()
+    parts = name.split(".")
+    while parts:
+        candidate = ".".join(parts)
+        if candidate in modules:
+            return candidate
+        parts.pop()
+    return None
+
+
+def _absolute(module: str, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    is_package = _sources()[module].name == "__init__.py"
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+@cache
+def _imports(module: str) -> dict[str, int]:
+    """{imported smdebug_lite module: first line} for one module."""
+    found: dict[str, int] = {}
+
+    def add(target: str | None, line: int) -> None:
+        if target and target != module:
+            found.setdefault(target, line)
+
+    for node in _runtime_nodes(_tree(module)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == PKG:
+                    add(_existing(alias.name), node.lineno)
+        elif isinstance(node, ast.ImportFrom):
+            source = _absolute(module, node)
+            if source.split(".")[0] != PKG:
+                continue
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                add(sub if sub in _sources() else _existing(source), node.lineno)
+    return found
+
+
+def _graph() -> dict[str, dict[str, int]]:
+    return {m: _imports(m) for m in _sources()}
+
+
+def _cycles(graph: dict[str, dict[str, int]], skip: set[str]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    counter = 0
+
+    def successors(v: str) -> list[str]:
+        return [w for w in graph.get(v, {}) if f"{v} -> {w}" not in skip and w in graph]
+
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(successors(root)))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            advanced = False
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(successors(w))))
+                    advanced = True
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                if len(component) > 1:
+                    components.append(sorted(component))
+    return components
+
+
+def _cycle_edges(graph: dict[str, dict[str, int]], skip: set[str]) -> list[str]:
+    out = []
+    for component in _cycles(graph, skip):
+        members = set(component)
+        for m in component:
+            for w, line in sorted(graph[m].items()):
+                if w in members and f"{m} -> {w}" not in skip:
+                    out.append(f"{m} -> {w}  ({_rel(m)}:{line})")
+    return out
+
+
+def _rel(module: str) -> str:
+    return str(_sources()[module].relative_to(REPO))
+
+
+def _within(module: str, top: str) -> bool:
+    full = f"{PKG}.{top}"
+    return module == full or module.startswith(full + ".")
+
+
+def _layer_violations() -> list[tuple[str, str]]:
+    """("importer -> imported", where) of each import against LAYER_RULES."""
+    out = []
+    for module, imported in _graph().items():
+        for importers, forbidden in LAYER_RULES:
+            if not any(_within(module, top) for top in importers):
+                continue
+            for target, line in sorted(imported.items()):
+                if any(_within(target, top) for top in forbidden):
+                    out.append((f"{module} -> {target}", f"{_rel(module)}:{line}"))
+    return out
+
+
+def _module_aliases(tree: ast.Module) -> set[str]:
+    """Names bound to modules by import statements anywhere in the file."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                names.add(alias.asname or alias.name.split(".")[0])
+        elif isinstance(node, ast.ImportFrom):
+            source = node.module or ""
+            for alias in node.names:
+                bound = alias.asname or alias.name
+                ours = source.split(".")[0] == PKG or node.level
+                if ours:
+                    if f"{source}.{alias.name}" in _sources() or (
+                            node.level and alias.name in {p.stem for p in ROOT.rglob("*.py")}):
+                        names.add(bound)
+                elif alias.name[:1].islower() and alias.name != alias.name.upper():
+                    names.add(bound)  # another library's submodule (`from torch import nn`)
+    return names
+
+
+def _is_own(expr: ast.expr, own_classes: frozenset[str] = frozenset()) -> bool:
+    """self, cls, super(), type(self), self.__class__, and a class defined in the same file
+    named by its name: the object's own class."""
+    if isinstance(expr, ast.Name):
+        return expr.id in ("self", "cls") or expr.id in own_classes
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name):
+        if expr.func.id == "super":
+            return True
+        if expr.func.id == "type" and len(expr.args) == 1:
+            return _is_own(expr.args[0])
+    if isinstance(expr, ast.Attribute) and expr.attr == "__class__":
+        return _is_own(expr.value)
+    return False
+
+
+def _is_private(attr: str) -> bool:
+    return (attr.startswith("_") and not (attr.startswith("__") and attr.endswith("__"))
+            and attr not in PUBLIC_UNDERSCORE_NAMES)
+
+
+def _private_accesses() -> list[tuple[str, int, str]]:
+    """(file, line, expression) of each `X._name` where X is not the object itself."""
+    out = []
+    for module, path in _sources().items():
+        if path.name.endswith("_pb2.py"):
+            continue  # generated by protoc
+        tree = _tree(module)
+        aliases = _module_aliases(tree)
+        own = frozenset(n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _is_private(node.attr)):
+                continue
+            base = node.value
+            if _is_own(base, own):
+                continue
+            if isinstance(base, ast.Name) and base.id in aliases:
+                continue
+            if isinstance(base, ast.Attribute) and _dotted_module(base, aliases):
+                continue  # torch.nn.modules._x and the like
+            out.append((_rel(module), node.lineno, ast.unparse(node)))
+    return out
+
+
+def _dotted_module(expr: ast.Attribute, aliases: set[str]) -> bool:
+    """`a.b.c` whose root is a module alias and whose parts are all lower-case names."""
+    parts = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    return (isinstance(expr, ast.Name) and expr.id in aliases
+            and all(p.islower() or p.startswith("_") for p in parts))
+
+
+# -- tests ---------------------------------------------------------------------------------------
+
+
+def test_no_import_cycles():
+    graph = _graph()
+    left = _cycle_edges(graph, CYCLE_EDGES_ALLOWED)
+    everything = _cycle_edges(graph, set())
+    print(f"\nimport edges inside cycles today ({len(everything)}):")
+    print("\n".join(everything))
+    assert not left, "import cycles (edges inside each cycle):\n" + "\n".join(left)
+
+
+def test_layering():
+    found = _layer_violations()
+    print(f"\nimports against the layering today ({len(found)}):")
+    print("\n".join(f"{edge}  ({where})" for edge, where in found))
+    bad = [f"{edge}  ({where})" for edge, where in found if edge not in LAYER_EDGES_ALLOWED]
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_no_private_access_across_objects():
+    found = _private_accesses()
+    print(f"\nprivate attributes of other objects today ({len(found)}):")
+    print("\n".join(f"{f}:{line}: {expr}" for f, line, expr in found))
+    new = sorted({f"{f}:{line}: {expr}" for f, line, expr in found
+                  if f"{f}: {expr}" not in PRIVATE_ACCESS_ALLOWED})
+    assert not new, "private attributes of other objects:\n" + "\n".join(new)
+
+
+def test_allowlists_hold_no_fixed_entries():
+    graph = _graph()
+    edges = {f"{m} -> {w}" for m, targets in graph.items() for w in targets}
+    fixed_edges = sorted(e for e in CYCLE_EDGES_ALLOWED if e not in edges)
+    layering = {edge for edge, _ in _layer_violations()}
+    fixed_edges += sorted(e for e in LAYER_EDGES_ALLOWED if e not in layering)
+    accesses = {f"{f}: {expr}" for f, _, expr in _private_accesses()}
+    fixed_access = sorted(a for a in PRIVATE_ACCESS_ALLOWED if a not in accesses)
+    assert not fixed_edges and not fixed_access, (
+        "fixed: remove from the allowlists in tests/test_architecture.py:\n"
+        + "\n".join(fixed_edges + fixed_access))
+
+
+def test_the_checker_sees_what_it_should(tmp_path):
+    """The walker on known shapes: function-level imports count, TYPE_CHECKING ones do not,
+    relative imports resolve, and the private-access rule spares self/cls/super/modules."""
+    src = (
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "import torch\n"
+        "from smdebug_lite import modes\n"
+        "if TYPE_CHECKING:\n"
+        "    from smdebug_lite.trials import Trial\n"
+        "def f(other):\n"
+        "    from smdebug_lite.hooks import core\n"
+        "    torch._dynamo, modes._x, other.y, core._FOREVER\n"
+        "    return other._hidden, super()._ok, type(self)._ok, self.__class__._ok, t._replace\n"
+    )
+    tree = ast.parse(src)
+    imported = set()
+    for node in _runtime_nodes(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(PKG):
+            imported.update(f"{node.module}.{a.name}" for a in node.names)
+    assert imported == {"smdebug_lite.modes", "smdebug_lite.hooks.core"}
+    aliases = _module_aliases(tree)
+    assert {"torch", "modes", "core"} <= aliases
+    flagged = [ast.unparse(n) for n in ast.walk(tree)
+               if isinstance(n, ast.Attribute) and _is_private(n.attr) and not _is_own(n.value)
+               and not (isinstance(n.value, ast.Name) and n.value.id in aliases)]
+    assert flagged == ["other._hidden"]
+    assert _is_own(ast.parse("Local._x", mode="eval").body.value, frozenset({"Local"}))
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
+    assert _cycles(graph, set()) == [["a", "b", "c"]]
+    assert _cycles(graph, {"c -> a"}) == []
