@@ -1,35 +1,27 @@
-"""Training modes. Values are smdebug's: they are written into event files."""
+"""Training modes: the enum (from `mode_keys`) and parsing a mode from what users pass."""
 
 from __future__ import annotations
 
 from enum import Enum
 
+from smdebug_lite.exceptions import SMDebugValueError
+from smdebug_lite.mode_keys import (
+    ALLOWED_MODE_NAMES,
+    ALLOWED_MODES,
+    EVAL,
+    GLOBAL,
+    MODE_BY_VALUE,
+    PREDICT,
+    TRAIN,
+    ModeKeys,
+)
 
-class ModeKeys(Enum):
-    TRAIN = 1
-    EVAL = 2
-    PREDICT = 3
-    GLOBAL = 4
-
-    # Members are singletons compared by identity: hashing by identity keeps every dict lookup
-    # keyed by a mode (step counters, schedules) in C instead of Enum's Python-level __hash__.
-    __hash__ = object.__hash__
-
-
-TRAIN = ModeKeys.TRAIN
-EVAL = ModeKeys.EVAL
-PREDICT = ModeKeys.PREDICT
-GLOBAL = ModeKeys.GLOBAL
-
-ALLOWED_MODES = (TRAIN, EVAL, PREDICT, GLOBAL)
-ALLOWED_MODE_NAMES = tuple(m.name for m in ALLOWED_MODES)
-MODE_BY_VALUE = {m.value: m for m in ALLOWED_MODES}
+__all__ = ["ALLOWED_MODES", "ALLOWED_MODE_NAMES", "EVAL", "GLOBAL", "MODE_BY_VALUE", "ModeKeys",
+           "PREDICT", "TRAIN", "as_mode", "parse_mode"]
 
 
 def parse_mode(mode: object, argument: str = "mode") -> ModeKeys:
     """Accept a ModeKeys, its name (any case) or its int value; anything else is a ValueError."""
-    from smdebug_lite.exceptions import SMDebugValueError
-
     if isinstance(mode, ModeKeys):
         return mode
     if isinstance(mode, str) and mode.strip().upper() in ALLOWED_MODE_NAMES:

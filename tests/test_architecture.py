@@ -33,9 +33,6 @@ PKG = "smdebug_lite"
 # Import edges ("importer -> imported") that close cycles today. Without them the import graph
 # must be acyclic.
 CYCLE_EDGES_ALLOWED: set[str] = {
-    # exceptions name modes in their messages while modes raises exceptions: exceptions must be
-    # the bottom.
-    "smdebug_lite.exceptions -> smdebug_lite.modes",
     # smdebug.core.utils helpers that reach up into the I/O and PyTorch shims (function-level).
     "smdebug_lite.compat.core.utils -> smdebug_lite.compat.core.access_layer.utils",
     "smdebug_lite.compat.core.utils -> smdebug_lite.compat.pytorch.utils",

@@ -454,10 +454,11 @@ def test_a_step_marked_as_a_repeat_goes_on_the_ring_until_an_error_waits(tmp_pat
 
     shutil.rmtree(tmp_path / "events")
     (tmp_path / "events").write_text("in the way")  # the next step's event file cannot be made
+    errors = proc.board.errors  # (this process's writer process may have failed before)
     sw = w.new_step(2, ModeKeys.TRAIN, 2)
     sw.repeat = (template, 1, 6.0)
     w.submit(sw)
-    while proc.board.errors == 0:  # (the writer process posts the error when it gets there)
+    while proc.board.errors == errors:  # (the writer process posts the error when it gets there)
         time.sleep(0.01)
     sw = w.new_step(3, ModeKeys.TRAIN, 3)
     sw.repeat = (template, 1, 7.0)
