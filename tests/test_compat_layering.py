@@ -23,7 +23,9 @@ import smdebug_lite
 REPO = Path(__file__).resolve().parents[1]
 COMPAT = "smdebug_lite.compat"
 # Extras a module may need (pyproject's optional dependencies, by import name).
-OPTIONAL_FRAMEWORKS = {"torch", "tensorflow", "keras", "tf_keras", "xgboost", "pandas", "horovod"}
+OPTIONAL_FRAMEWORKS = {"torch", "tensorflow", "keras", "tf_keras", "xgboost", "pandas", "horovod",
+                       "lightning", "pytorch_lightning", "transformers", "accelerate", "ray",
+                       "pyarrow", "typer", "click", "rich", "matplotlib", "duckdb"}
 
 
 def _needs_absent_framework(exc: BaseException | None) -> bool:
