@@ -31,8 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench.bench_scale import make_trial  # noqa: E402
+from smdebug_lite.distributed import RuleJob, evaluate_jobs  # noqa: E402
 from smdebug_lite.distributed.ray_engine import run_jobs  # noqa: E402
-from smdebug_lite.rules.evaluation import RuleJob, evaluate_jobs  # noqa: E402
 
 RULE = "ExplodingTensor"
 

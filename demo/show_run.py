@@ -56,7 +56,7 @@ def print_summary(trial_dir: Path, env: dict[str, str]) -> None:
 
 def rule_jobs(rules: list[dict[str, Any]], trial_dir: Path) -> list[Any]:
     """The DebugRuleConfigurations as rule jobs (parameters without the reserved ones)."""
-    from smdebug_lite.rules.evaluation import RuleJob
+    from smdebug_lite.distributed import RuleJob
 
     return [RuleJob(trial=str(trial_dir), rule=r["RuleParameters"]["rule_to_invoke"],
                     params={k: v for k, v in r["RuleParameters"].items()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from smdebug_lite import modes
+from smdebug_lite import close_listeners, modes
 from smdebug_lite._version import __version__
 from smdebug_lite.config import Collection as Collection
 from smdebug_lite.config import CollectionKeys as CollectionKeys
@@ -10,6 +10,17 @@ from smdebug_lite.config import CollectionManager as CollectionManager
 from smdebug_lite.config import ReductionConfig as ReductionConfig
 from smdebug_lite.config import SaveConfig as SaveConfig
 from smdebug_lite.config import SaveConfigMode as SaveConfigMode
+
+
+def _compact_index(out_dir: str) -> None:
+    """A chief hook's trial gets its index compacted once written. Registered here, above both
+    sides: hooks must not import the reading side (smdebug_lite.index)."""
+    from smdebug_lite.index.compact import compact_at_close
+
+    compact_at_close(out_dir)
+
+
+close_listeners.add_listener(_compact_index)
 
 _CONFIG_EXPORTS = [
     "Collection",

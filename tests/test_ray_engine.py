@@ -18,9 +18,8 @@ import pytest
 import ray
 from sweep_trials import LOSS_RULE_PARAMS, STUCK_RUN, upload_tree, write_sweep
 
-from smdebug_lite.distributed import expand_trials
+from smdebug_lite.distributed import RuleJob, evaluate_jobs, expand_trials
 from smdebug_lite.distributed.ray_engine import run_jobs
-from smdebug_lite.rules.evaluation import RuleJob, evaluate_jobs
 
 REPO = Path(__file__).resolve().parents[1]
 CUSTOM_RULE = Path(__file__).resolve().parent / "gradient_rule.py"
@@ -175,8 +174,8 @@ def test_nothing_but_the_ray_engine_imports_ray():
             if any(n == "ray" or n.startswith("ray.") for n in names):
                 importers.append(path.relative_to(REPO).as_posix())
     assert importers == ["smdebug_lite/distributed/ray_engine.py"]
-    code = ("import sys, smdebug_lite, smdebug_lite.distributed, smdebug_lite.rules.evaluation, "
-            "smdebug_lite.export.sweep, smdebug_lite.cli.app; "
+    code = ("import sys, smdebug_lite, smdebug_lite.distributed, "
+            "smdebug_lite.rule_runner.evaluation, smdebug_lite.export.sweep, smdebug_lite.cli.app; "
             "assert 'ray' not in sys.modules, 'ray imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=str(REPO), timeout=120)
 

@@ -16,12 +16,12 @@ from conftest import GOLDEN_DIR
 from test_rules_helpers import Step, fixed_batches, train_torch, write_trial
 
 from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.distributed import RuleJob
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.report import ReportError, write_report
 from smdebug_lite.report import gather as gather_mod
 from smdebug_lite.report.nonfinite import COUNTS, MINMAX, RAW, first_nonfinite
 from smdebug_lite.report.sampling import spread
-from smdebug_lite.rules.evaluation import RuleJob
 from smdebug_lite.trials import create_trial
 
 pytest.importorskip("matplotlib", reason="the report extra (matplotlib) is not installed")

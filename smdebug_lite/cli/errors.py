@@ -32,7 +32,7 @@ def fail(message: str, code: int) -> NoReturn:
 
 def _code_for(e: BaseException) -> int | None:
     from smdebug_lite import exceptions as ex
-    from smdebug_lite.export.optional import MissingOptionalDependency
+    from smdebug_lite.table.optional import MissingOptionalDependency
 
     table: list[tuple[type[BaseException] | tuple[type[BaseException], ...], int]] = [
         (ex.TensorUnavailable, EXIT_UNKNOWN_NAME),

@@ -17,7 +17,7 @@ from smdebug_lite.cli.options import (
     Trial,
 )
 from smdebug_lite.cli.trials import check_collection, open_trial, parse_mode_option
-from smdebug_lite.export.columns import reduction_label
+from smdebug_lite.table.columns import reduction_label
 
 
 def tensor_row(trial: Any, name: str, mode: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 
 def build_jobs(trials: list[str], rules: list[str], params: dict[str, str],
                rule_file: str | None, start_step: int | None, end_step: int | None) -> list[Any]:
-    from smdebug_lite.rules.evaluation import RuleJob
+    from smdebug_lite.distributed import RuleJob
 
     if start_step is not None and end_step is not None and end_step <= start_step:
         fail(f"--end-step {end_step} must be greater than --start-step {start_step}", EXIT_ERROR)
@@ -71,8 +71,12 @@ def rules(trials: Annotated[list[str], typer.Argument(
 
         smdebug-lite rules ./my-trial --rule MyRule --rule-file my_rules.py --json
     """
-    from smdebug_lite.distributed import expand_trials
-    from smdebug_lite.rules.evaluation import EngineUnavailable, evaluate_jobs, outcome_dict
+    from smdebug_lite.distributed import (
+        EngineUnavailable,
+        evaluate_jobs,
+        expand_trials,
+        outcome_dict,
+    )
 
     with handled():
         jobs = build_jobs(expand_trials(trials), rule, parse_params(param), rule_file,

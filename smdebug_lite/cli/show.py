@@ -12,7 +12,7 @@ from smdebug_lite.cli.errors import handled
 from smdebug_lite.cli.options import DEFAULT_TIMEOUT, Json, Mode, Quiet, Timeout, Trial
 from smdebug_lite.cli.sparkline import sparkline
 from smdebug_lite.cli.trials import check_tensor, missing_step, open_trial, parse_mode_option
-from smdebug_lite.export.columns import reduction_label
+from smdebug_lite.table.columns import reduction_label
 
 ARRAY_SUMMARY = ("min", "mean", "max")  # shown over steps for tensors larger than a scalar
 

@@ -18,8 +18,8 @@ def export_sweep_command(trials: list[str], out: str, format: str,
     """`selection_for(trial)`: the export keywords for one opened trial (the collections and
     tensors asked for are checked in every trial)."""
     from smdebug_lite.distributed import trial_names
-    from smdebug_lite.export.selection import Selection
     from smdebug_lite.export.sweep import write_sweep
+    from smdebug_lite.table.selection import Selection
 
     if format != "parquet":
         fail(f"--format {format}: several trials are exported as one Parquet dataset; "

@@ -366,12 +366,12 @@ class Collection:
         if not isinstance(other, Collection):
             return NotImplemented
         return (
-            self._name == other._name
-            and self._include_regex == other._include_regex
-            and self._tensor_names == other._tensor_names
-            and self._reduction_config == other._reduction_config
-            and self._save_config == other._save_config
-            and self._save_histogram == other._save_histogram
+            self.name == other.name
+            and self.include_regex == other.include_regex
+            and self.tensor_names == other.tensor_names
+            and self.reduction_config == other.reduction_config
+            and self.save_config == other.save_config
+            and self.save_histogram == other.save_histogram
         )
 
     def __hash__(self) -> int:

@@ -267,7 +267,7 @@ class CollectionManager:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, CollectionManager):
             return NotImplemented
-        return self._collections == other._collections and self.num_workers == other.num_workers
+        return self.collections == other.collections and self.num_workers == other.num_workers
 
     __hash__ = None  # type: ignore[assignment]
 

@@ -1,8 +1,8 @@
 """Rule jobs as Ray tasks: one task per (trial, rule[, step range]), outcomes yielded as tasks
 finish.
 
-Each task runs `smdebug_lite.rules.evaluation.evaluate_job`, the local engine's own code, on a
-Ray worker, so statuses and messages are the local ones. A task that fails anyway (its worker
+Each task runs `smdebug_lite.rule_runner.evaluation.evaluate_job`, the local engine's own code,
+on a Ray worker, so statuses and messages are the local ones. A task that fails anyway (its worker
 dies, an outcome cannot be returned) becomes an Error outcome naming the trial and the rule;
 the rest of the batch goes on. The only module of the package that imports Ray.
 """
@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from smdebug_lite.rules.evaluation import ERROR, RuleJob, RuleOutcome, evaluate_job
+from smdebug_lite.rule_runner.evaluation import ERROR, RuleJob, RuleOutcome, evaluate_job
 
 # Environment a worker of an existing cluster gets from the driver: the library's settings
 # (trial timeout, manifests, S3 concurrency). A local cluster inherits the whole environment.

@@ -1,9 +1,10 @@
-"""Trials as a long-format table: pandas, Arrow, Parquet (Hive-partitioned), CSV, TensorBoard.
+"""Trials written out: Parquet (Hive-partitioned), CSV and TensorBoard files of the long-format
+table (`smdebug_lite.table`), also as pandas and Arrow, and sweeps of many trials (`sweep`).
 
 Every function takes a trial (or a path / ``s3://`` URI, opened with `create_trial`) and the
 selection keywords of `Selection.of`: ``tensors``, ``collection``, ``regex``, ``mode``,
 ``start_step``, ``end_step`` (global steps, end exclusive), ``include_values``,
-``window_steps``. See `smdebug_lite.export.columns` for the columns.
+``window_steps``. See `smdebug_lite.table.columns` for the columns.
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from smdebug_lite.export.columns import COLUMNS, RAW, VALUES_COLUMN
-from smdebug_lite.export.optional import MissingOptionalDependency
-from smdebug_lite.export.rows import Progress
-from smdebug_lite.export.selection import Selection
+from smdebug_lite import table
+from smdebug_lite.table import (
+    COLUMNS,
+    RAW,
+    VALUES_COLUMN,
+    MissingOptionalDependency,
+    Progress,
+    Selection,
+)
 
 FORMATS = ("parquet", "csv")
 
@@ -29,15 +35,11 @@ def _trial(trial: Any) -> Any:
 
 
 def to_pandas(trial: Any, progress: Progress | None = None, **selection: Any) -> Any:
-    from smdebug_lite.export.frame import to_pandas as frame
-
-    return frame(_trial(trial), Selection.of(**selection), progress)
+    return table.to_pandas(_trial(trial), progress, **selection)
 
 
 def to_arrow(trial: Any, progress: Progress | None = None, **selection: Any) -> Any:
-    from smdebug_lite.export.arrow import to_arrow as table
-
-    return table(_trial(trial), Selection.of(**selection), progress)
+    return table.to_arrow(_trial(trial), progress, **selection)
 
 
 def export_trial(trial: Any, out: str | os.PathLike[str], format: str = "parquet",
@@ -46,7 +48,7 @@ def export_trial(trial: Any, out: str | os.PathLike[str], format: str = "parquet
     """Write the table to `out`: a directory of Parquet partitions, or one CSV file."""
     sel = Selection.of(**selection)
     if format == "parquet":
-        from smdebug_lite.export.arrow import write_parquet
+        from smdebug_lite.export.parquet import write_parquet
 
         return write_parquet(_trial(trial), out, sel, progress, overwrite)
     if format == "csv":

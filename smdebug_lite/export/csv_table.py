@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from smdebug_lite.export.columns import VALUES_COLUMN, column_names
-from smdebug_lite.export.rows import Progress, iter_batches
-from smdebug_lite.export.selection import Selection
+from smdebug_lite.table.columns import VALUES_COLUMN, column_names
+from smdebug_lite.table.rows import Progress, iter_batches
+from smdebug_lite.table.selection import Selection
 
 
 def _cell(column: str, v: Any) -> Any:

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from smdebug_lite.distributed.trial_set import expand_trials, trial_names
-from smdebug_lite.export.arrow import PARTITION_COLUMNS, ROWS_PER_GROUP, record_batches, schema
-from smdebug_lite.export.optional import require
-from smdebug_lite.export.selection import Selection
+from smdebug_lite.export.parquet import PARTITION_COLUMNS, ROWS_PER_GROUP
+from smdebug_lite.table.arrow import record_batches, schema
+from smdebug_lite.table.optional import require
+from smdebug_lite.table.selection import Selection
 
 SWEEP_PARTITION_COLUMNS = ("trial", *PARTITION_COLUMNS)
 # (trials done, trials in all): a sweep's progress is counted in trials.

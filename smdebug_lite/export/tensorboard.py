@@ -14,9 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.export.columns import RAW
-from smdebug_lite.export.rows import Progress, iter_batches
-from smdebug_lite.export.selection import Selection
+from smdebug_lite.table.columns import RAW
+from smdebug_lite.table.rows import Progress, iter_batches
+from smdebug_lite.table.selection import Selection
 from smdebug_lite.writer.tensorboard import TensorBoardWriter
 
 TB_WINDOW_STEPS = 100

@@ -763,13 +763,10 @@ class HookCore:
                     if not (isinstance(e, WriteFailed) and self._write_failure_reported):
                         logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
                 self.mark_training_end()
-                if self.chief:  # one writer compacts the index (SMDEBUG_COMPACT=0: none)
-                    try:
-                        from smdebug_lite.index.compact import compact_at_close
+                if self.chief:  # one writer: the index is compacted (SMDEBUG_COMPACT=0: not)
+                    from smdebug_lite.close_listeners import trial_written
 
-                        compact_at_close(self.out_dir)
-                    except Exception as e:  # the trial is complete without a manifest
-                        logger.warning("smdebug-lite could not compact %s: %s", self.out_dir, e)
+                    trial_written(self.out_dir)
             self.side_outputs.close()
         finally:
             if self._claim is not None:

@@ -1,6 +1,6 @@
 """Rule verdicts for the report: one row per rule job, with the step and evidence.
 
-Jobs are `smdebug_lite.rules.evaluation.RuleJob`s and run through the same engine as
+Jobs are `smdebug_lite.distributed.RuleJob`s and run through the same engine as
 ``smdebug-lite rules`` (the rule container's code path), so the report and the command line
 print the same statuses.
 """
@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from smdebug_lite.rules.evaluation import RuleJob, evaluate_job
+from smdebug_lite.distributed import RuleJob, evaluate_job
 
 __all__ = ["RuleJob", "Verdict", "evaluate"]
 

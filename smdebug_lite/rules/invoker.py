@@ -209,7 +209,7 @@ def invoke_rule(
                 break
             met: RuleEvaluationConditionMet | None = None
             if isinstance(rule, Rule):
-                rule._complete_step = step  # listed by trial.steps(): complete, no wait needed
+                rule.mark_step_complete(step)  # listed by trial.steps(): no wait needed
             if on_step_start is not None:
                 on_step_start(step)
             try:

@@ -111,6 +111,11 @@ class Rule(ABC):
 
     # -- evaluation -----------------------------------------------------------------------
 
+    def mark_step_complete(self, step: int) -> None:
+        """Tell the rule that `step` is complete (listed by ``trial.steps()``), so the next
+        `invoke` of it need not wait for it; `invoke_rule` knows this of every step it runs."""
+        self._complete_step = step
+
     def invoke(self, step: int) -> None:
         """Evaluate one step; raises RuleEvaluationConditionMet when the condition holds."""
         self.logger.debug("Invoking rule %s for step %s", self.rule_name, step)

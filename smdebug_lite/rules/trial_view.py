@@ -23,6 +23,11 @@ def unwrap(trial: Any) -> Any:
     return object.__getattribute__(trial, "_trial") if isinstance(trial, TrialView) else trial
 
 
+def _wrapped(view: _Delegating) -> Any:
+    """The object behind any view, read past the view's forwarding of attribute reads."""
+    return object.__getattribute__(view, object.__getattribute__(view, "_wrapped_attr"))
+
+
 class _Delegating:
     """Forwards attribute reads and writes to the wrapped object."""
 
@@ -44,7 +49,7 @@ class _Delegating:
     def __eq__(self, other: object) -> bool:
         mine = object.__getattribute__(self, self._wrapped_attr)
         if isinstance(other, _Delegating):
-            other = object.__getattribute__(other, other._wrapped_attr)
+            other = _wrapped(other)
         return mine is other or mine == other
 
     def __hash__(self) -> int:

@@ -36,6 +36,7 @@ from smdebug_lite.compat.core.config_constants import (
 )
 from smdebug_lite.compat.core.error_handling_agent import ErrorHandlingAgent
 from smdebug_lite.compat.core.logger import get_logger
+from smdebug_lite.compat.core.paths import ensure_dir, is_s3
 from smdebug_lite.exceptions import (
     IndexReaderException,
     SMDebugNotImplementedError,
@@ -157,21 +158,6 @@ def step_in_range(range_steps: Sequence[Any], step: int) -> bool:
 # -- paths and file names ---------------------------------------------------------------------
 
 
-def is_s3(path: str) -> tuple[bool, str | None, str | None]:
-    """``(True, bucket, key)`` for an ``s3://`` URI, else ``(False, None, None)``."""
-    if not path.startswith("s3://"):
-        return False, None, None
-    bucket, _, key = path[5:].partition("/")
-    return True, bucket, key
-
-
-def ensure_dir(file_path: str, is_file: bool = True) -> None:
-    """Create the directory of a file (or the directory itself with ``is_file=False``)."""
-    directory = os.path.dirname(file_path) if is_file else file_path
-    if directory and not os.path.exists(directory):
-        os.makedirs(directory, exist_ok=True)
-
-
 def get_immediate_subdirectories(a_dir: str) -> list[str]:
     return [n for n in os.listdir(a_dir) if os.path.isdir(os.path.join(a_dir, n))]
 
@@ -279,7 +265,8 @@ def remove_claim_file(path: str) -> None:
 
 
 def __getattr__(name: str) -> Any:
-    # check_dir_exists lives in access_layer.utils, which imports this module: resolved lazily.
+    # check_dir_exists lives in access_layer.utils (which imports the S3 client): loaded when
+    # first asked for.
     if name == "check_dir_exists":
         from smdebug_lite.compat.core.access_layer.utils import check_dir_exists
 
@@ -380,14 +367,18 @@ def get_node_id() -> str:
     return node_id.replace("_", "-")
 
 
+# The oldest torch release smdebug-lite's PyTorch hook supports (smdebug.pytorch.utils names it).
+MIN_SUPPORTED_PT_VERSION = (2, 1)
+
+
 @cache
 def is_framework_version_supported(framework_type: FRAMEWORK) -> bool:
     """Whether smdebug-lite supports the installed version of a framework (MXNet: always, as
     smdebug answered, though smdebug-lite has no MXNet hook)."""
     if framework_type == FRAMEWORK.PYTORCH:
-        from smdebug_lite.compat.pytorch.utils import is_current_version_supported
+        import torch  # the installed release, as smdebug.pytorch.utils checks it
 
-        return is_current_version_supported()
+        return version_tuple(torch.__version__) >= MIN_SUPPORTED_PT_VERSION
     if framework_type == FRAMEWORK.TENSORFLOW:
         return _installed_version_at_least("tensorflow", (2, 16))
     if framework_type in (FRAMEWORK.XGBOOST, FRAMEWORK.MXNET):

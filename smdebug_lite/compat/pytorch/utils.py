@@ -15,14 +15,13 @@ import numpy as np
 import torch
 
 from smdebug_lite.compat.core.reductions import get_numpy_reduction
+from smdebug_lite.compat.core.utils import MIN_SUPPORTED_PT_VERSION, version_tuple
 from smdebug_lite.compat.core.utils import make_numpy_array as _make_numpy_array
-from smdebug_lite.compat.core.utils import version_tuple
 from smdebug_lite.config.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
 from smdebug_lite.exceptions import SMDebugError
 from smdebug_lite.pytorch.reductions import reduce_tensor
 
 PT_VERSION = version_tuple(torch.__version__)
-MIN_SUPPORTED_PT_VERSION = (2, 1)
 
 
 def get_reduction_of_data(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from smdebug_lite.compat.core.utils import ensure_dir
+from smdebug_lite.compat.core.paths import ensure_dir
 from smdebug_lite.logger import get_logger
 
 from .base import IngestedBytes, TSAccessBase

@@ -12,7 +12,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from smdebug_lite.compat.core.utils import is_s3
+from smdebug_lite.compat.core.paths import is_s3
 from smdebug_lite.exceptions import SMDebugError, SMDebugTypeError
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage.local_reads import read_local

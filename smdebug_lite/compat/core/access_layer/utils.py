@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import time
 
-from smdebug_lite.compat.core.utils import is_s3
+from smdebug_lite.compat.core.paths import is_s3
 from smdebug_lite.format.locations import END_OF_JOB_FILE
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage import LocalStorage

@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from smdebug_lite.exceptions import SMDebugValueError, TensorUnavailableForStep
-from smdebug_lite.export.columns import RAW, VALUES_COLUMN, column_names, primary_collection
-from smdebug_lite.export.columns import reduction_label as _label
-from smdebug_lite.export.selection import Selection
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.table.columns import RAW, VALUES_COLUMN, column_names, primary_collection
+from smdebug_lite.table.columns import reduction_label as _label
+from smdebug_lite.table.selection import Selection
 
 Batch = dict[str, list[Any]]
 Progress = Callable[[int, int], None]  # (steps done, steps in all)

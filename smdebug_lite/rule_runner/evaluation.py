@@ -1,10 +1,11 @@
-"""Rules over trials, outside a rule container: one `RuleJob` per (trial, rule), evaluated here
-or on another engine, each ending in a `RuleOutcome`.
+"""Rules over trials outside a rule container: one `RuleJob` per (trial, rule), evaluated in
+this process by `evaluate_job`, ending in a `RuleOutcome`.
 
-A job runs through the rule container's own code path (`smdebug_lite.rule_runner`): its
-parameters are RuleParameters strings, bound to the rule's constructor the same way, a custom
-rule is loaded from its file the same way, and the status and message are the ones the container
-reports (``/opt/ml/output/message``), so a local evaluation and a SageMaker rule job agree.
+A job runs through the container's own code path (this package): its parameters are
+RuleParameters strings, bound to the rule's constructor the same way, a custom rule is loaded
+from its file the same way, and the status and message are the ones the container reports
+(``/opt/ml/output/message``), so a local evaluation and a SageMaker rule job agree. Choosing an
+engine for many jobs (here or on Ray) is `smdebug_lite.distributed.evaluate_jobs`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,24 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from smdebug_lite.rule_runner.params import (
+    BASE_TRIAL,
+    END_STEP,
+    RULE_TO_INVOKE,
+    SOURCE,
+    START_STEP,
+    ConfigError,
+    build_config,
+)
+from smdebug_lite.rule_runner.runner import RuleJob as RunnerJob
+from smdebug_lite.rule_runner.runner import make_report
+from smdebug_lite.rule_runner.source import ensure_smdebug_alias
+from smdebug_lite.rule_runner.status import Outcome
 
 NO_ISSUES_FOUND = "NoIssuesFound"
 ISSUES_FOUND = "IssuesFound"
@@ -54,10 +69,6 @@ class RuleOutcome:
     evidence: str | None = None
 
 
-class EngineUnavailable(RuntimeError):
-    """The requested evaluation engine cannot run here (its package is missing)."""
-
-
 def _location(uri: str) -> str:
     """Local paths made absolute (the runner maps only /opt/ml paths); URIs unchanged."""
     if "://" in uri:
@@ -66,14 +77,6 @@ def _location(uri: str) -> str:
 
 
 def _cli_params(job: RuleJob) -> dict[str, str]:
-    from smdebug_lite.rule_runner.params import (
-        BASE_TRIAL,
-        END_STEP,
-        RULE_TO_INVOKE,
-        SOURCE,
-        START_STEP,
-    )
-
     params = {str(k): str(v) for k, v in job.params.items()}
     reserved: dict[str, str] = {RULE_TO_INVOKE: job.rule, BASE_TRIAL: _location(job.trial)}
     if job.rule_file is not None:
@@ -106,36 +109,26 @@ class _Evidence(logging.Filter):
         return "\n".join(chosen[-3:]) if chosen else None
 
 
-def _runner_job_class() -> type:
-    from smdebug_lite.rule_runner.runner import RuleJob as RunnerJob
+class _LocalJob(RunnerJob):
+    """The container's job, reporting steps to a progress callback and keeping evidence."""
 
-    class _LocalJob(RunnerJob):  # type: ignore[misc, valid-type]
-        """The container's job, reporting steps to a progress callback and keeping evidence."""
+    progress: StepProgress | None = None
+    capture: _Evidence | None = None
 
-        progress: StepProgress | None = None
-        capture: _Evidence | None = None
+    def on_step_start(self, step: int) -> None:
+        if self.capture is not None:
+            self.capture.lines.clear()
+        super().on_step_start(step)
 
-        def on_step_start(self, step: int) -> None:
-            if self.capture is not None:
-                self.capture.lines.clear()
-            super().on_step_start(step)
-
-        def on_progress(self, steps_evaluated: int, step: int) -> None:
-            super().on_progress(steps_evaluated, step)
-            if self.progress is not None:
-                self.progress(steps_evaluated, step)
-
-    return _LocalJob
+    def on_progress(self, steps_evaluated: int, step: int) -> None:
+        super().on_progress(steps_evaluated, step)
+        if self.progress is not None:
+            self.progress(steps_evaluated, step)
 
 
 def evaluate_job(job: RuleJob, progress: StepProgress | None = None) -> RuleOutcome:
     """Run `job` in this process (and thread). Never raises for a bad rule, parameter or
     trial: those end as status Error with the container's message."""
-    from smdebug_lite.rule_runner.params import ConfigError, build_config
-    from smdebug_lite.rule_runner.runner import make_report
-    from smdebug_lite.rule_runner.source import ensure_smdebug_alias
-    from smdebug_lite.rule_runner.status import Outcome
-
     ensure_smdebug_alias()  # custom rules written for smdebug import `smdebug`
     location = _location(job.trial)
     if "://" not in location and not os.path.isdir(location):
@@ -164,8 +157,7 @@ def evaluate_job(job: RuleJob, progress: StepProgress | None = None) -> RuleOutc
         rules_logger.addFilter(capture)
         rules_logger.setLevel(min(logging.INFO, capture.shown_from))
         try:
-            runner_job = _runner_job_class()(cfg, make_report(cfg), threading.Event(),
-                                             root / "work")
+            runner_job = _LocalJob(cfg, make_report(cfg), threading.Event(), root / "work")
             runner_job.progress = progress
             runner_job.capture = capture
             (root / "work").mkdir()
@@ -178,29 +170,6 @@ def evaluate_job(job: RuleJob, progress: StepProgress | None = None) -> RuleOutc
     evidence = capture.evidence() if outcome.status == ISSUES_FOUND else None
     return RuleOutcome(job.trial, job.rule, outcome.status, outcome.message,
                        outcome.step, evidence)
-
-
-def evaluate_jobs(jobs: Iterable[RuleJob], engine: str = "local",
-                  ray_address: str | None = None, *,
-                  progress: Callable[[RuleJob], StepProgress | None] | None = None
-                  ) -> Iterator[RuleOutcome]:
-    """Outcomes of `jobs`: one after another here ("local"), or on a Ray cluster ("ray", in
-    completion order). `progress(job)` may give a step callback for each local job."""
-    if engine == "local":
-        for job in jobs:
-            yield evaluate_job(job, progress(job) if progress is not None else None)
-        return
-    if engine == "ray":
-        try:
-            from smdebug_lite.distributed.ray_engine import run_jobs
-        except ImportError as e:
-            raise EngineUnavailable(
-                f"engine 'ray' is not available here ({e}); install Ray "
-                "(pip install ray) or use engine='local'"
-            ) from None
-        yield from run_jobs(list(jobs), address=ray_address)
-        return
-    raise ValueError(f"engine={engine!r} is not an engine; expected 'local' or 'ray'")
 
 
 def outcome_dict(outcome: RuleOutcome) -> dict[str, Any]:

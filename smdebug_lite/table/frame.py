@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from smdebug_lite.export.columns import column_names
-from smdebug_lite.export.optional import require
-from smdebug_lite.export.rows import Progress, iter_batches
-from smdebug_lite.export.selection import Selection
+from smdebug_lite.table.columns import column_names
+from smdebug_lite.table.optional import require
+from smdebug_lite.table.rows import Progress, iter_batches
+from smdebug_lite.table.selection import Selection
 
 _DTYPES = {"mode_step": "int64", "step": "int64", "value": "float64"}
 
