@@ -56,8 +56,8 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import reduction_tensor_name
 from smdebug_lite.stop_signal import StopSignalPoller
 from smdebug_lite.storage import is_s3_path, open_storage
-from smdebug_lite.writer import PendingStep as StepWriter
 from smdebug_lite.writer import (
+    PendingStep,
     ProcessTrialWriter,
     TrialWriter,
     WriteFailed,
@@ -164,7 +164,7 @@ class HookCore:
         self._write_failure_reported = False  # (see `disable`)
         self.last_saved_step: int | None = None
         self._prepared = False
-        self._step_writer: StepWriter | None = None
+        self._pending_step: PendingStep | None = None
         # save_scalar/save_tensor calls made before the first step began: replayed at its start
         # (smdebug's step counter started at 0, so such values landed in step 0).
         self._before_first_step: list[Callable[[], None]] = []
@@ -227,9 +227,9 @@ class HookCore:
         return self._writer
 
     @property
-    def step_writer(self) -> StepWriter | None:
+    def pending_step(self) -> PendingStep | None:
         """The current step's tensors so far (None when the step saves nothing)."""
-        return self._step_writer
+        return self._pending_step
 
     @property
     def has_deferred_saves(self) -> bool:
@@ -431,7 +431,7 @@ class HookCore:
         Adapters call it once a step has fully started and count steps down with
         `cursor.count_quiet_step()`; anything that could change the answer (a mode, a scalar,
         a schedule, a collection) ends the countdown."""
-        if (self._step_writer is not None or self.plans.saving or self._before_first_step
+        if (self._pending_step is not None or self.plans.saving or self._before_first_step
                 or self.training_state is not None or self.disabled or self._closed):
             self.cursor.quiet_left = 0
             return 0
@@ -455,7 +455,7 @@ class HookCore:
             return  # nothing saves this step
         self._select_saving()
         if plans.saving and self.writes:
-            self._step_writer = StepWriter(self.step, self.worker, self.mode, self.mode_step)
+            self._pending_step = PendingStep(self.step, self.worker, self.mode, self.mode_step)
             self.side_outputs.saving_step()
         pending, self._before_first_step = self._before_first_step, []
         for replay in pending:
@@ -474,8 +474,8 @@ class HookCore:
 
     def end_step(self) -> None:
         """Hand the current step to the writer (its files appear once written)."""
-        sw = self._step_writer
-        self._step_writer = None
+        sw = self._pending_step
+        self._pending_step = None
         if sw is None or self.disabled:
             return
         if len(sw):
@@ -505,7 +505,7 @@ class HookCore:
     ) -> None:
         """Record what `plan` asked for into the current step (raw must be a private copy).
         `wall_time` defaults to now (an adapter writing a whole step at once passes one)."""
-        sw = self._step_writer
+        sw = self._pending_step
         if self.dry_run:
             logger.debug("dry_run: would save %s at step %d", plan.name, self.step)
             return
@@ -528,7 +528,7 @@ class HookCore:
                    wall_time: float) -> None:
         """`write` for every (plan, raw, reductions, shape) an adapter captured in a step. A
         step of raw tensors only (the usual case) goes into the step writer in one piece."""
-        sw = self._step_writer
+        sw = self._pending_step
         if sw is not None and not self.side_outputs.live and not self.dry_run:
             entries = [(plan.name, raw, wall_time) for plan, raw, reductions, _ in items
                        if raw is not None and plan.save_raw and not reductions and not plan.save_shape]
@@ -553,20 +553,20 @@ class HookCore:
                 self.side_outputs.scalar_saved(tag, arr, wall, step, self.mode, self.mode_step,
                                                sm_metric)
                 self._before_first_step.append(
-                    lambda: self.scalar_step_writer().add_tensor(tag, arr, wall))
+                    lambda: self.scalar_pending_step().add_tensor(tag, arr, wall))
                 return
             if self.writes:
-                self.scalar_step_writer().add_tensor(tag, arr, wall)
+                self.scalar_pending_step().add_tensor(tag, arr, wall)
             self.side_outputs.scalar_saved(tag, arr, wall, step, self.mode, self.mode_step,
                                            sm_metric)
 
-    def scalar_step_writer(self) -> StepWriter:
+    def scalar_pending_step(self) -> PendingStep:
         """The current step's writer, made for a value saved outside the schedule (a scalar):
         the step now has something to hand over when it ends."""
         self.cursor.quiet_left = 0
-        if self._step_writer is None:
-            self._step_writer = StepWriter(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
-        return self._step_writer
+        if self._pending_step is None:
+            self._pending_step = PendingStep(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
+        return self._pending_step
 
     def save_tensor(self, tensor_name: str, tensor_value, collections_to_write: str | Iterable[str] = "default") -> None:
         """Save a value under `tensor_name` in every named collection (created if needed) that
@@ -602,8 +602,8 @@ class HookCore:
     def _begin_saving_recheck(self) -> None:
         self.cursor.quiet_left = 0
         self._select_saving()
-        if self.plans.saving and self.writes and self._step_writer is None and self.step >= 0:
-            self._step_writer = StepWriter(self.step, self.worker, self.mode, self.mode_step)
+        if self.plans.saving and self.writes and self._pending_step is None and self.step >= 0:
+            self._pending_step = PendingStep(self.step, self.worker, self.mode, self.mode_step)
 
     def _to_numpy(self, value) -> np.ndarray:
         """Adapters override to convert framework tensors (copying: values may change later)."""
@@ -711,7 +711,7 @@ class HookCore:
             return
         self.disabled = True
         self.cursor.quiet_left = 0
-        self._step_writer = None
+        self._pending_step = None
         if isinstance(error, WriteFailed):
             # Not a fault of the hook (a full disk, S3 refusing writes): no traceback, and
             # `close` does not report it again.

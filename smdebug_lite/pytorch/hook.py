@@ -44,7 +44,7 @@ from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 from smdebug_lite.pytorch.steady_cycle import SteadyCycle
 from smdebug_lite.pytorch.step_record import StepRecord
-from smdebug_lite.writer import PendingStep as StepWriter
+from smdebug_lite.writer import PendingStep
 
 logger = get_logger(__name__)
 _FIRST = operator.itemgetter(0)
@@ -751,7 +751,7 @@ class Hook(HookCore):
                     self._buffer.capture(plan, tensor_value, True, replace=True)
                 return
             arr = self._to_numpy(tensor_value)
-            sw = self._step_writer
+            sw = self._pending_step
             if arr.size and sw is not None:
                 sw.add_tensor(tensor_name, arr, timestamp)
         except Exception as e:
@@ -784,7 +784,7 @@ class Hook(HookCore):
         self._io_counts[key] = idx
 
     def _flush_buffer(self) -> None:
-        buf, sw, writer = self._buffer, self._step_writer, self.trial_writer
+        buf, sw, writer = self._buffer, self._pending_step, self.trial_writer
         rec = buf.replayed()
         if rec is not None:
             if sw is not None and not len(sw) and rec.repeatable_by(writer):
@@ -837,7 +837,7 @@ class Hook(HookCore):
 
     def _start_replay(self, rec: StepRecord) -> None:
         """Replay the record in this saving step if nothing it relies on has changed."""
-        sw = self._step_writer
+        sw = self._pending_step
         if (sw is not None and not len(sw) and rec.plan_cache is self.plans.cache
                 and not self.side_outputs.raw_wanted and rec.repeatable_by(self.trial_writer)
                 and rec.ready()):
@@ -879,7 +879,7 @@ class Hook(HookCore):
         mode = cursor.mode
         if (len(self._roots) != 1 or self.side_outputs.live or self.training_state is not None
                 or not self.writes or self._buffer.record is not rec
-                or self._step_writer is not None or plans.saving or self.has_deferred_saves
+                or self._pending_step is not None or plans.saving or self.has_deferred_saves
                 or not self.names_settled(ids) or self._grad_wanted.get(ids) is not grad_ids
                 or plans.cache_for(ids) is not plan_cache):
             return None
@@ -907,7 +907,7 @@ class Hook(HookCore):
         buf = self._buffer
         # (the schedule is the one the cycle was decided under: the step due is a saving step)
         if (mode_step != cycle.due or mode is not cycle.mode or cursor.epoch != cycle.generation
-                or self._step_writer is not None or plans.saving or self.has_deferred_saves
+                or self._pending_step is not None or plans.saving or self.has_deferred_saves
                 or self._grad_attached or self._fwd_on or self._grads_pending
                 or plans.cache_for(cycle.saving_ids) is not cycle.plan_cache
                 or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
@@ -920,7 +920,7 @@ class Hook(HookCore):
         step = cursor.advance()
         plans.restore(cycle.saving, cycle.saving_ids, cycle.plan_cache)
         cursor.open_window(mode, mode_step, math.inf if following is None else following)
-        self._step_writer = StepWriter(step, self.worker, mode, mode_step)
+        self._pending_step = PendingStep(step, self.worker, mode, mode_step)
         self._capturing = True
         slots = self._grad_slots
         for pid, p, callback in cycle.grads:
@@ -935,7 +935,7 @@ class Hook(HookCore):
         would, if the step replayed its record and nothing else; False: the general path."""
         buf = self._buffer
         rec = cycle.record
-        sw = self._step_writer
+        sw = self._pending_step
         cursor, plans = self.cursor, self.plans
         mode = cursor.mode
         writer = self.trial_writer
@@ -953,7 +953,7 @@ class Hook(HookCore):
         self._capturing = False
         buf.end_replay()
         self._io_counts.clear()
-        self._step_writer = None
+        self._pending_step = None
         rec.repeat_as(sw)
         writer.submit(sw)
         rec.used_by(sw.token)

@@ -306,8 +306,8 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             for c in colls:
                 c.add_tensor_name(key)
                 self.plans.matched.add(c.name)
-            if self.writes and self.step_writer is None:
-                self.scalar_step_writer()
+            if self.writes and self.pending_step is None:
+                self.scalar_pending_step()
             arr = to_numpy_value(value)
             self.write(TensorPlan(key, save_raw=True, tb_scalar=True, collections=colls),
                        raw=arr, shape=arr.shape)
