@@ -7,12 +7,19 @@ Two trials of STEPS steps x TENSORS tensors (float32, mixed shapes, TRAIN mode):
                         and the raw tensor, as a hook with a ReductionConfig writes them
   smdebug-lite-written  written by smdebug-lite's TrialWriter (raw tensors only)
 
+and each of them compacted (a copy with `manifest/`, see docs/scale.md): the smdebug-written one
+with `compact_trial`, the smdebug-lite-written one with `compact_at_close`, what a hook calls at
+close (it compacts a trial of at least SMDEBUG_COMPACT_MIN_FILES index files, default 1000).
+smdebug 1.0.34 never reads `manifest/`, so its timings for a compacted copy are those of the
+trial it was copied from (--ref-on-compacted measures them again).
+
 Each is read from its local directory and from s3:// (moto's server, started here on
 127.0.0.1), by smdebug-lite and by smdebug 1.0.34, each in a fresh process
 (`trial_ops_child.py`):
 
   load     create_trial(path) + tensor_names()
-  one      one tensor's values over all steps
+  one      one tensor's values over all steps (a 64-element tensor)
+  scalar   one one-element tensor's values over all steps (inlined by the manifest)
   reduce   reduction_value(step, "mean") for every tensor and step
   all      every value of every tensor
 
@@ -22,9 +29,9 @@ one value() per step), timed in a random order for at most --budget seconds on o
 and extrapolated (marked *). Targets: smdebug-lite at least 10x faster than smdebug on smdebug-written trials,
 20x on its own. Wall-clock seconds decide; CPU seconds are printed beside them.
 
-    .venv/bin/python bench/bench_trial_smdebug_written.py            # about 5 minutes
-    .venv/bin/python bench/bench_trial_smdebug_written.py --quick    # about 2.5 minutes
-    .venv/bin/python bench/bench_trial_smdebug_written.py --no-s3    # local only
+    .venv/bin/python bench/bench_trial_smdebug_written.py            # about 15 minutes
+    .venv/bin/python bench/bench_trial_smdebug_written.py --quick    # fewer runs, shorter samples
+    .venv/bin/python bench/bench_trial_smdebug_written.py --no-s3    # local only, about 2 minutes
 """
 
 from __future__ import annotations
@@ -50,14 +57,21 @@ sys.path.insert(0, str(BENCH))
 
 from bench_trial import build_job  # noqa: E402
 
-OPS = ("load", "one", "reduce", "all")
+OPS = ("load", "one", "scalar", "reduce", "all")
 LABELS = {
     "load": "create_trial + tensor_names",
     "one": "one tensor, all steps",
+    "scalar": "one scalar, all steps",
     "reduce": "reduction_value, all",
     "all": "all values, all tensors",
 }
-KINDS = {"smdebug-written": 10.0, "smdebug-lite-written": 20.0}  # target speedups
+# kind -> (target speedup, the kind it is a compacted copy of)
+KINDS: dict[str, tuple[float, str | None]] = {
+    "smdebug-written": (10.0, None),
+    "smdebug-written compacted": (10.0, "smdebug-written"),
+    "smdebug-lite-written": (20.0, None),
+    "smdebug-lite-written compacted": (20.0, "smdebug-lite-written"),
+}
 CHILD = BENCH / "trial_ops_child.py"
 
 
@@ -78,6 +92,26 @@ def build_smdebug_job(ref: str, path: Path, steps: int, tensors: int) -> None:
     stamp.write_text(spec)
     print(f"  smdebug 1.0.34 wrote {steps} steps x {tensors} tensors to {path} in "
           f"{proc.stdout.strip().splitlines()[-1]}s")
+
+
+def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:
+    """`src` copied to `dst` and compacted there (kept while `src` is unchanged)."""
+    import shutil
+
+    from smdebug_lite.index.compact import compact_at_close, compact_trial
+
+    stamp = dst / ".bench_job"
+    spec = "compacted " + (src / ".bench_job").read_text()
+    if stamp.exists() and stamp.read_text() == spec:
+        return
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".bench_job", "manifest"))
+    os.environ.pop("SMDEBUG_COMPACT", None)
+    result = compact_at_close(str(dst)) if at_close else compact_trial(str(dst))
+    if result is None or not result.chunks_written:
+        raise RuntimeError(f"{dst} was not compacted: {result}")
+    stamp.write_text(spec)
+    print(f"  {'compact_at_close' if at_close else 'compact_trial'}: {result}")
 
 
 class MotoS3:
@@ -147,8 +181,12 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=4.0,
                     help="seconds of smdebug calls timed per sampled operation")
     ap.add_argument("--quick", action="store_true",
-                    help="fewer runs and a smaller sampling budget (about 2.5 minutes)")
+                    help="fewer runs and a smaller sampling budget")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--ref-on-compacted", action="store_true",
+                    help="time smdebug on the compacted copies too (it ignores manifest/)")
+    ap.add_argument("--kinds", default=",".join(KINDS),
+                    help="comma-separated trial kinds to measure (default: all four)")
     args = ap.parse_args()
     if args.quick:
         args.repeat, args.s3_repeat, args.ref_repeat, args.budget = 2, 1, 1, 1.5
@@ -162,15 +200,27 @@ def main() -> None:
           f"{args.steps} steps x {args.tensors} tensors; load average "
           f"{os.getloadavg()[0]:.1f}")
     work = Path(args.workdir)
-    jobs = {"smdebug-written": work / f"smdw_{args.steps}x{args.tensors}",
-            "smdebug-lite-written": work / f"job_{args.steps}x{args.tensors}"}
+    size = f"{args.steps}x{args.tensors}"
+    jobs = {"smdebug-written": work / f"smdw_{size}",
+            "smdebug-written compacted": work / f"smdw_{size}_compacted",
+            "smdebug-lite-written": work / f"job_{size}",
+            "smdebug-lite-written compacted": work / f"job_{size}_compacted"}
     build_smdebug_job(ref, jobs["smdebug-written"], args.steps, args.tensors)
     build_job(jobs["smdebug-lite-written"], args.steps, args.tensors)
+    compacted_copy(jobs["smdebug-written"], jobs["smdebug-written compacted"], at_close=False)
+    compacted_copy(jobs["smdebug-lite-written"], jobs["smdebug-lite-written compacted"],
+                   at_close=True)
+    wanted = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    unknown = [k for k in wanted if k not in KINDS]
+    if unknown:
+        sys.exit(f"--kinds: unknown {unknown}; expected some of {list(KINDS)}")
 
     s3 = None if args.no_s3 else MotoS3()
     rows = []
+    theirs_of: dict[tuple[str, str], dict] = {}
     try:
-        for kind, job in jobs.items():
+        for kind in wanted:
+            job = jobs[kind]
             places = [("local", str(job), {})]
             if s3 is not None:
                 places.append(("s3", s3.upload(job, job.name), s3.env))
@@ -179,28 +229,39 @@ def main() -> None:
                 repeat = args.repeat if where == "local" else args.s3_repeat
                 ours = run_child(sys.executable, "smdebug_lite", path, repeat, args.budget,
                                  "best", env)
-                theirs = run_child(ref, "smdebug", path, args.ref_repeat, args.budget, "sample",
-                                   env)
+                copied_from = KINDS[kind][1]
+                theirs = theirs_of.get((copied_from, where)) if copied_from else None
+                if theirs is None or args.ref_on_compacted:
+                    theirs = run_child(ref, "smdebug", path, args.ref_repeat, args.budget,
+                                       "sample", env)
+                    theirs_of[(kind, where)] = theirs
+                else:
+                    theirs = {op: {**v, "reused": True} for op, v in theirs.items()}
                 print(f"  {kind} / {where}: measured in {time.perf_counter() - t0:.0f}s")
                 rows += [(kind, where, op, ours[op], theirs[op]) for op in OPS]
     finally:
         if s3 is not None:
             s3.stop()
 
-    print(f"\nseconds, wall (cpu); * = smdebug sampled for {args.budget:g}s and extrapolated")
-    print(f"{'trial':21s} {'where':5s} {'operation':28s} {'smdebug-lite':>17s} "
-          f"{'smdebug 1.0.34':>19s} {'speedup':>8s} {'target':>6s}  met")
+    print(f"\nseconds, wall (cpu); * = smdebug sampled for {args.budget:g}s and extrapolated; "
+          "= = smdebug's time on the same trial before compaction; reads: smdebug-lite's event "
+          "file reads (r) and S3 requests (q) in that operation")
+    print(f"{'trial':31s} {'where':5s} {'operation':28s} {'smdebug-lite':>17s} "
+          f"{'smdebug 1.0.34':>19s} {'speedup':>8s} {'target':>6s}  met  {'reads':>11s}")
     missed = []
     for kind, where, op, a, b in rows:
         speed = b["s"] / a["s"]
-        target = KINDS[kind]
+        target = KINDS[kind][0]
         met = speed >= target
         if not met:
             missed.append(f"{kind}/{where}/{op} {speed:.1f}x")
-        star = "*" if b.get("sampled") else " "
-        print(f"{kind:21s} {where:5s} {LABELS[op]:28s} {a['s']:8.4f} ({a['cpu']:6.3f}) "
+        star = "=" if b.get("reused") else "*" if b.get("sampled") else " "
+        reads = "" if a.get("reads") is None else f"{a['reads']}r"
+        if a.get("requests") is not None:
+            reads += f" {a['requests']}q"
+        print(f"{kind:31s} {where:5s} {LABELS[op]:28s} {a['s']:8.4f} ({a['cpu']:6.3f}) "
               f"{b['s']:9.3f}{star}({b['cpu']:7.3f}) {speed:7.1f}x {target:5.0f}x  "
-              f"{'yes' if met else 'NO'}")
+              f"{'yes' if met else 'NO ':3s}  {reads:>11s}")
     print("\nall targets met" if not missed else "\ntargets missed: " + ", ".join(missed))
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1):

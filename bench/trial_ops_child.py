@@ -5,7 +5,9 @@ reference venv with smdebug 1.0.34):
 
     python trial_ops_child.py MODULE PATH OPS REPEAT BUDGET MODE
 
-MODE "best": every operation runs REPEAT times on a fresh trial, the fastest run counts.
+MODE "best": every operation runs REPEAT times on a fresh trial, the fastest run counts; with
+smdebug-lite the result also gives what the operation read: event file reads (whole or ranged)
+and, on S3, requests.
 MODE "sample": the operations made of many independent calls (one tensor's values, which
 smdebug computes as one `value(step)` per step; all values; every reduction) time calls in a
 random order until BUDGET seconds are spent, and the total is extrapolated; they share one
@@ -20,6 +22,19 @@ import json
 import random
 import sys
 import time
+
+SCALAR = "layer1.bias"  # a one-element tensor in both benchmark trials (shape ())
+
+
+def counts(tr) -> tuple[int | None, int | None]:
+    """(event file reads, S3 requests) so far; None where the library does not count."""
+    return (getattr(tr, "event_file_reads", None),
+            getattr(getattr(tr, "storage", None), "requests", None))
+
+
+def spent(before: tuple, after: tuple) -> dict:
+    return {k: (b - a if a is not None and b is not None else None)
+            for k, a, b in zip(("reads", "requests"), before, after, strict=True)}
 
 
 def main() -> None:
@@ -44,8 +59,11 @@ def main() -> None:
         for _ in range(repeat_n):
             tr, names = fresh()
             gc.collect()
+            before = counts(tr)
             runs.append(timed(fn, tr, names))
-        return {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs), "sampled": None}
+            used = spent(before, counts(tr))
+        return {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs), "sampled": None,
+                **used}
 
     shared: list = []
 
@@ -70,6 +88,10 @@ def main() -> None:
         t = tr.tensor(names[len(names) // 2])
         assert len(t.values()) == len(t.steps())
 
+    def scalar(tr, names):
+        t = tr.tensor(SCALAR)
+        assert len(t.values()) == len(t.steps())
+
     def reduce_all(tr, names):
         for n in names:
             t = tr.tensor(n)
@@ -85,13 +107,21 @@ def main() -> None:
 
     if "load" in ops_list:
         runs = []
+        loaded: list = []
+
+        def load() -> None:
+            loaded[:] = [create_trial(path)]
+            loaded[0].tensor_names()
+
         for _ in range(repeat_n):
             gc.collect()
-            runs.append(timed(lambda: create_trial(path).tensor_names()))
+            runs.append(timed(load))
         out["load"] = {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs),
-                       "sampled": None}
+                       "sampled": None, **spent((0, 0), counts(loaded[0]))}
+        loaded.clear()
     plans = {
         "one": (one, lambda tr, names: value_calls(tr, names, [names[len(names) // 2]])),
+        "scalar": (scalar, lambda tr, names: value_calls(tr, names, [SCALAR])),
         "reduce": (reduce_all, lambda tr, names: [(tr.tensor(n).reduction_value, s, "mean")
                                                   for n in names for s in tr.tensor(n).steps()]),
         "all": (all_values, value_calls),

@@ -135,8 +135,9 @@ def test_golden_compacted_answers_identically_and_reads_no_event_file_for_scalar
 def test_golden_compacted_on_s3_makes_no_event_file_get_for_scalars(s3_endpoint, s3_bucket,
                                                                      name):
     uri = upload_dir(s3_endpoint.client(), GOLDEN_DIR / name, s3_bucket, f"runs/{name}")
+    local = create_trial(str(GOLDEN_DIR / name))
+    names, reductions = scalar_names(local), saved_reductions(local)
     plain = create_trial(uri)
-    names, reductions = scalar_names(plain), saved_reductions(plain)
     before = gets(plain)
     expected = scalar_reads(plain, names, reductions)
     assert gets(plain) > before  # uncompacted: one ranged GET per record (or file)
@@ -146,7 +147,7 @@ def test_golden_compacted_on_s3_makes_no_event_file_get_for_scalars(s3_endpoint,
     before = gets(compacted)
     assert scalar_reads(compacted, names, reductions) == expected
     assert gets(compacted) == before and compacted.event_file_reads == 0
-    assert answers(compacted) == answers(create_trial(str(GOLDEN_DIR / name)))
+    assert answers(compacted) == answers(local)
 
 
 # -- trials written by the PyTorch hook -------------------------------------------------------
@@ -221,3 +222,71 @@ def test_torch_trial_on_s3_compacted_at_close(tmp_path, s3_endpoint, s3_bucket,
     assert scalar_reads(compacted, names, reductions) == expected
     assert gets(compacted) == before and compacted.event_file_reads == 0
     assert answers(compacted) == answers(plain)
+
+
+# -- a trial compacted mid-run, then appended to ---------------------------------------------
+
+def test_steps_after_the_manifest_come_from_event_files(tmp_path):
+    from test_manifest import write_steps
+
+    path = tmp_path / "t"
+    write_steps(path, range(12))
+    assert compact_trial(str(path)).values_inlined > 0
+    write_steps(path, range(12, 20), end=True)
+    plain = create_trial(str(without_manifest(path, tmp_path / "plain")))
+    mixed = create_trial(str(path))
+    assert mixed.index_files_read == 16  # 8 steps x 2 workers after the manifest
+    assert answers(mixed) == answers(plain)
+    fresh = create_trial(str(path))
+    loss = fresh.tensor("loss").values(worker="worker_1")
+    assert sorted(loss) == list(range(20))
+    # Steps 12..19 of worker_1 only: the manifest answers the first twelve.
+    assert fresh.event_file_reads == 8
+    assert {s: described(v) for s, v in loss.items()} == {
+        s: described(v) for s, v in plain.tensor("loss").values(worker="worker_1").items()}
+
+
+def test_every_stored_dtype_comes_back_as_the_event_file_gives_it(tmp_path):
+    """Narrowed dtypes (bfloat16, int8, uint32 ...) and odd shapes of one element: the inlined
+    value matches the decoded record in dtype, shape and bytes; Tensor.dtype is unchanged."""
+    import ml_dtypes
+
+    from smdebug_lite.config import CollectionManager
+    from smdebug_lite.writer import ThreadTrialWriter
+
+    def value(name: str, step: int) -> np.ndarray:
+        kind, shape = name.split("_")
+        dims = tuple(int(d) for d in shape.split("x") if d)
+        x = np.full(dims, step - 3.25)
+        if kind == "bfloat16":
+            return x.astype(ml_dtypes.bfloat16)
+        if kind == "bool":
+            return x > 0
+        return x.astype(kind)
+
+    names = ["float16_", "bfloat16_1", "int8_1x1", "uint16_", "uint32_1", "int64_1x1x1",
+             "bool_", "complex64_1", "float64_", "float32_2"]  # the last is not a scalar
+    path = tmp_path / "dtypes"
+    w = ThreadTrialWriter(str(path))
+    w.write_collections(CollectionManager(framework="pytorch").export())
+    for s in range(6):
+        sw = w.new_step(s, ModeKeys.TRAIN, s)
+        for n in names:
+            sw.add_tensor(n, value(n, s))
+        w.submit(sw)
+    w.close()
+    plain = create_trial(str(without_manifest(path, tmp_path / "plain")))
+    assert compact_trial(str(path)).values_inlined == 9 * 6
+    compacted = create_trial(str(path))
+    assert answers(compacted) == answers(plain)
+    assert compacted.tensor("bfloat16_1").dtype(0) == "bfloat16"
+    fresh = create_trial(str(path))
+    for n in names[:-1]:
+        got = fresh.tensor(n).values()
+        assert {s: described(v) for s, v in got.items()} == {
+            s: described(v) for s, v in plain.tensor(n).values().items()}
+        assert {s: fresh.tensor(n).value(s).dtype for s in got} == {
+            s: v.dtype for s, v in got.items()}
+    assert fresh.event_file_reads == 0
+    fresh.tensor(names[-1]).values()
+    assert fresh.event_file_reads == 6

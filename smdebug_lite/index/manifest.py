@@ -32,6 +32,11 @@ import numpy as np
 from smdebug_lite.format.locations import INDEX_DIR, parse_index_file_name
 from smdebug_lite.storage import Storage
 
+try:  # a chunk holds a JSON line per index document: a few times faster than json's
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
+    _loads = json.loads
+
 MANIFEST_DIR = "manifest"
 HEAD_KEY = f"{MANIFEST_DIR}/manifest.json"
 CHUNK_DIR = f"{MANIFEST_DIR}/chunks"
@@ -90,11 +95,14 @@ class Manifest:
 @dataclass(slots=True)
 class IndexRecord:
     """One index file as the manifest holds it: its key, its bytes, and inlined values
-    (full tensor name -> `encode_inline` text)."""
+    (full tensor name -> `encode_inline` text); `step` and `worker` parsed from the key when
+    decoded (-1 and "" before)."""
 
     key: str
     raw: bytes
     inline: dict[str, str] = field(default_factory=dict)
+    step: int = -1
+    worker: str = ""
 
 
 # -- inline values ------------------------------------------------------------------------
@@ -189,8 +197,10 @@ def decode_chunk(data: bytes, ref: ChunkRef) -> list[IndexRecord]:
     pos += 1
     out: list[IndexRecord] = []
     previous = ""
-    while pos < len(body):
-        end = body.find(b"\n", pos)
+    first, last = ref.first_step, ref.last_step
+    find, crc32, size = body.find, zlib.crc32, len(body)
+    while pos < size:
+        end = find(b"\n", pos)
         if end < 0:
             raise ManifestInvalid(where, f"record {len(out)} has no header line")
         meta = _json_line(body[pos:end], where, f"record {len(out)}")
@@ -201,10 +211,10 @@ def decode_chunk(data: bytes, ref: ChunkRef) -> list[IndexRecord]:
         raw = body[end + 1:end + 1 + n]
         if len(raw) != n or body[end + 1 + n:end + 2 + n] != b"\n":
             raise ManifestInvalid(where, f"record {key} is truncated")
-        if zlib.crc32(raw) != crc:
+        if crc32(raw) != crc:
             raise ManifestInvalid(where, f"record {key}: CRC32 mismatch")
-        step = _step_of(key, where)
-        if not ref.first_step <= step <= ref.last_step:
+        step, worker = _parse_key(key, where)
+        if not first <= step <= last:
             raise ManifestInvalid(where, f"record {key} is outside steps "
                                          f"{ref.first_step}..{ref.last_step}")
         if key <= previous:
@@ -212,7 +222,7 @@ def decode_chunk(data: bytes, ref: ChunkRef) -> list[IndexRecord]:
         inline = meta.get("inline") or {}
         if not isinstance(inline, dict):
             raise ManifestInvalid(where, f"record {key}: inline is not an object")
-        out.append(IndexRecord(key, raw, inline))
+        out.append(IndexRecord(key, raw, inline, step, worker))
         previous = key
         pos = end + 2 + n
     if len(out) != ref.files:
@@ -220,12 +230,19 @@ def decode_chunk(data: bytes, ref: ChunkRef) -> list[IndexRecord]:
     return out
 
 
-def read_chunks(storage: Storage, refs: Sequence[ChunkRef]) -> list[list[IndexRecord]]:
-    """Every chunk's records, downloaded concurrently (one GET each on S3)."""
+def fetch_chunks(storage: Storage, refs: Sequence[ChunkRef]) -> list[bytes]:
+    """Every chunk as stored (compressed), downloaded concurrently (one GET each on S3).
+    Decoding them one at a time (`decode_chunk`) keeps one chunk's records in memory, not
+    the whole trial's index text."""
     try:
-        datas = storage.read_many([r.key for r in refs])
+        return list(storage.read_many([r.key for r in refs]))
     except FileNotFoundError as e:
         raise ManifestInvalid(str(e), "a chunk the head lists is missing") from None
+
+
+def read_chunks(storage: Storage, refs: Sequence[ChunkRef]) -> list[list[IndexRecord]]:
+    """Every chunk's records, downloaded concurrently (one GET each on S3)."""
+    datas = fetch_chunks(storage, refs)
     return [decode_chunk(d, r) for d, r in zip(datas, refs, strict=True)]
 
 
@@ -306,7 +323,7 @@ def write_head(storage: Storage, m: Manifest) -> None:
 
 def _json_line(line: bytes, where: str, what: str) -> dict:
     try:
-        doc = json.loads(line)
+        doc = _loads(line)
     except ValueError as e:
         raise ManifestInvalid(where, f"{what} is not JSON ({e})") from None
     if not isinstance(doc, dict):
@@ -315,7 +332,11 @@ def _json_line(line: bytes, where: str, what: str) -> dict:
 
 
 def _step_of(key: str, where: str) -> int:
+    return _parse_key(key, where)[0]
+
+
+def _parse_key(key: str, where: str) -> tuple[int, str]:
     parsed = parse_index_file_name(key)
     if parsed is None or not key.startswith(INDEX_DIR + "/") or ".." in key.split("/"):
         raise ManifestInvalid(where, f"{key!r} is not an index file name")
-    return parsed[0]
+    return parsed

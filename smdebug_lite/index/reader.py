@@ -108,6 +108,7 @@ class StepIndex:
 
 
 _SHAPES: dict[object, tuple[int, ...]] = {}
+SHAPE_CACHE = _SHAPES  # public name: shape text -> shared tuple, read by the value reader
 _SHAPE_OPEN = b'"shape": ['
 _SHAPE_CLOSE = b'], "content_offset"'
 
@@ -354,6 +355,19 @@ def parse_step_index(text: bytes | str, key: str,
     return si
 
 
+def _attach_inline(si: StepIndex, values: dict[str, str]) -> None:
+    """A manifest's inlined values put into the entries they belong to (by tensor name)."""
+    if si.reductions:  # reduction entries are not in `entries`: look at every entry
+        _manifest.attach_inline(all_entries(si), values)
+        return
+    entries = si.entries
+    key = _manifest.INLINE_KEY
+    for name, text in values.items():
+        e = entries.get(name)
+        if e is not None and text.__class__ is str:
+            e[key] = text
+
+
 def all_entries(si: StepIndex) -> list[Entry]:
     """Raw and reduction entries of an index file."""
     every = list(si.entries.values())
@@ -502,14 +516,16 @@ class IndexReader:
                 if inline is not None:
                     values = inline.get(key)
                     if values:
-                        _manifest.attach_inline(all_entries(si), values)
+                        _attach_inline(si, values)
                 docs.append(si)
         return docs
 
     def _poll_with_manifest(self) -> list[StepIndex] | None:
         """The first poll from the manifest, or None (after a warning) when it is absent or
         fails a check: checksums, step ranges, the last compacted file unchanged, and no index
-        file listed after it for a step it claims to cover."""
+        file listed after it for a step it claims to cover. Chunks are decoded and parsed one
+        at a time (memory holds one chunk's text, not the trial's); anything parsed from them
+        is dropped if a later one fails its checks."""
         storage = self.storage
         try:
             m = _manifest.read_head(storage)
@@ -518,41 +534,46 @@ class IndexReader:
             start, end = self.range_steps or (None, None)
             refs = [c for c in m.chunks if (end is None or c.first_step < end)
                     and (start is None or c.last_step >= start)]
-            chunks = _manifest.read_chunks(storage, refs)
+            datas: list[bytes | None] = list(_manifest.fetch_chunks(storage, refs))
             _manifest.check_fresh(storage, m)
         except _manifest.ManifestInvalid as e:
-            self.manifest_problem = str(e)
-            logger.warning("Not using the compacted index of %s (%s); reading the per-step "
-                           "index files instead", storage.uri(), e)
-            return None
-        saved = self.start_after, set(self._seen)
+            return self._manifest_unusable(str(e))
+        saved = self.start_after, set(self._seen), dict(self.bad_files), len(self._damaged)
         if self.start_after is None or m.last_key > self.start_after:
             self.start_after = m.last_key
         later, names = self._list_new()
         last = m.last_step if m.last_step is not None else -1
         stale = [k for k in later if names[k][0] <= last]
         if stale:
-            self.start_after, self._seen = saved
-            self.manifest_problem = (f"stale: {stale[0]} was written after compaction for a step"
-                                     f" the manifest covers (up to {last})")
-            logger.warning("Not using the compacted index of %s (%s); reading the per-step "
-                           "index files instead", storage.uri(), self.manifest_problem)
-            return None
-        keys: list[str] = []
-        texts: list[bytes | None] = []
-        inline: dict[str, dict[str, str]] = {}
-        for records in chunks:
-            for r in records:
-                parsed = parse_index_file_name(r.key)
-                assert parsed is not None  # checked by decode_chunk
-                if not step_in_range(self.range_steps, parsed[0]):
-                    continue
-                keys.append(r.key)
-                texts.append(r.raw)
-                names[r.key] = parsed
-                if r.inline:
-                    inline[r.key] = r.inline
-        docs = self._parse(keys, texts, names, inline)
+            self._restore(saved)
+            return self._manifest_unusable(f"stale: {stale[0]} was written after compaction "
+                                           f"for a step the manifest covers (up to {last})")
+        docs: list[StepIndex] = []
+        try:
+            for i, ref in enumerate(refs):
+                data, datas[i] = datas[i], None
+                records = _manifest.decode_chunk(data, ref)  # type: ignore[arg-type]
+                del data
+                keys: list[str] = []
+                texts: list[bytes | None] = []
+                chunk_names: dict[str, tuple[int, str]] = {}
+                inline: dict[str, dict[str, str]] = {}
+                whole = self.range_steps is None or (
+                    step_in_range(self.range_steps, ref.first_step)
+                    and step_in_range(self.range_steps, ref.last_step))
+                for r in records:
+                    if not whole and not step_in_range(self.range_steps, r.step):
+                        continue
+                    keys.append(r.key)
+                    texts.append(r.raw)
+                    chunk_names[r.key] = (r.step, r.worker)
+                    if r.inline:
+                        inline[r.key] = r.inline
+                del records
+                docs += self._parse(keys, texts, chunk_names, inline)
+        except _manifest.ManifestInvalid as e:
+            self._restore(saved)
+            return self._manifest_unusable(str(e))
         self.manifest = m
         self.manifest_docs = len(docs)
         self.manifest_chunks_read = len(refs)
@@ -565,6 +586,18 @@ class IndexReader:
             self.files_read += len(more)
             docs += more
         return docs
+
+    def _manifest_unusable(self, why: str) -> None:
+        self.manifest_problem = why
+        logger.warning("Not using the compacted index of %s (%s); reading the per-step index "
+                       "files instead", self.storage.uri(), why)
+        return None
+
+    def _restore(self, saved: tuple[str | None, set[str], dict[str, str], int]) -> None:
+        """Undo what using the manifest changed: the listing token, the keys seen and the
+        damaged index files found in its chunks."""
+        self.start_after, self._seen, self.bad_files, damaged = saved
+        del self._damaged[damaged:]
 
     def take_damaged(self) -> list[IndexFileCorrupted]:
         """Index files found damaged since the last call (each is reported once)."""

@@ -358,10 +358,10 @@ class Tensor:
         read = self._fetch.one
         return {k: read(si, e, self.name) for k, e in saved.items()}
 
-    # -- export (smdebug_lite.export; needs the 'export' extra) ------------------------------
+    # -- as a table (smdebug_lite.table; needs the 'export' extra) ---------------------------
 
     def to_pandas(self, **selection: object) -> object:
         """This tensor's rows of the trial's long-format DataFrame (see Trial.to_pandas)."""
-        from smdebug_lite.export import to_pandas
+        from smdebug_lite.table import to_pandas
 
         return to_pandas(self.trial, tensors=[self.name], **selection)

@@ -544,17 +544,17 @@ class Trial:
     def event_file_reads(self) -> int:
         return self._values.file_reads + self._values.range_reads
 
-    # -- export (smdebug_lite.export; needs the 'export' extra) ------------------------------
+    # -- as a table (smdebug_lite.table; needs the 'export' extra) ---------------------------
 
     def to_pandas(self, **selection: Any) -> Any:
-        """The trial as a long-format DataFrame (columns: smdebug_lite.export.COLUMNS)."""
-        from smdebug_lite.export import to_pandas
+        """The trial as a long-format DataFrame (columns: smdebug_lite.table.COLUMNS)."""
+        from smdebug_lite.table import to_pandas
 
         return to_pandas(self, **selection)
 
     def to_arrow(self, **selection: Any) -> Any:
-        """The trial as a long-format pyarrow Table (columns: smdebug_lite.export.COLUMNS)."""
-        from smdebug_lite.export import to_arrow
+        """The trial as a long-format pyarrow Table (columns: smdebug_lite.table.COLUMNS)."""
+        from smdebug_lite.table import to_arrow
 
         return to_arrow(self, **selection)
 

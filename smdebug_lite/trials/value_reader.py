@@ -25,6 +25,12 @@ per event file in a byte-bounded LRU cache:
   file: the fast paths only test what they use and hand anything odd to the general path,
   which explains it (`index.reader.entry_problem`).
 
+A trial with a compacted index (`index.manifest`) has the values of its scalar records (saved
+reductions, one-element tensors) inlined in the index entries of the steps it covers: those are
+answered from the entry (`index.inline_value`) before any event file is looked at, so a scalar's
+history costs no read at all. Compaction took each of them from this reader, so dtype, shape
+and bytes are the ones decoding the record gives.
+
 Returned arrays are read-only views of the file bytes (smdebug's arrays were read-only too), and
 the same array object is returned again for the same record while it is cached.
 """
@@ -45,8 +51,15 @@ from smdebug_lite.format.event_batch import view_events
 from smdebug_lite.format.event_view import view_event
 from smdebug_lite.format.records import HEADER_SIZE, RecordError, decode_record
 from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
-from smdebug_lite.index import Entry, StepIndex, entry_shape, shape_tuple
-from smdebug_lite.index.reader import _SHAPES, entry_problem
+from smdebug_lite.index import (
+    INLINE_KEY,
+    Entry,
+    StepIndex,
+    entry_shape,
+    inline_value,
+    shape_tuple,
+)
+from smdebug_lite.index.reader import SHAPE_CACHE, entry_problem
 from smdebug_lite.reductions import REDUCTIONS_PREFIX
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
@@ -160,6 +173,7 @@ class ValueReader:
         self.file_reads = 0
         self.range_reads = 0
         self.bytes_read = 0
+        self.inline_reads = 0  # values taken from a manifest's inlined scalars (no event file)
 
     # -- cache -----------------------------------------------------------------------------
 
@@ -246,7 +260,7 @@ class ValueReader:
         ndarray = np.ndarray
         crc32c = _crc
         dtypes_get = _DTYPES.get
-        shapes_get = _SHAPES.get
+        shapes_get = SHAPE_CACHE.get
         fields = _FAST_FIELDS
         decoded = 0
         items = list(si.entries.items())
@@ -377,7 +391,16 @@ class ValueReader:
     # -- public ----------------------------------------------------------------------------
 
     def read(self, si: StepIndex, entry: Entry) -> np.ndarray:
-        """One record's array; FileNotFoundError when the event file does not exist (yet)."""
+        """One record's array; FileNotFoundError when the event file does not exist (yet).
+
+        A value the trial's manifest inlined (a scalar: saved reduction, one-element tensor)
+        comes from the index entry, with the dtype and shape decoding the record would give:
+        compaction took it from this reader."""
+        if INLINE_KEY in entry:
+            arr = inline_value(entry)
+            if arr is not None:
+                self.inline_reads += 1
+                return arr
         rel: str = si.event_rel  # type: ignore[assignment]
         name = entry.get("tensorname")
         fs = self._cache.get(rel)
@@ -538,11 +561,15 @@ class ValueReader:
         On S3, files written by smdebug-lite (and files seen before) are fetched whole and
         concurrently, `chunk` at a time.
         """
-        out: list[np.ndarray | None] = []
+        out: list[np.ndarray | None] = self._inlined(sis, name)
+        if out and not any(map(is_, out, repeat(None))):
+            return out  # type: ignore[return-value]
         if one_worker and sis:
             col = self._columns.get((name, sis[0].worker))
             if col is not None:
-                out = [col.get(si.step) for si in sis]
+                cached = [col.get(si.step) for si in sis]
+                out = [a if a is not None else b for a, b in zip(out, cached, strict=True)] \
+                    if out else cached
                 if not any(map(is_, out, repeat(None))):
                     return out  # type: ignore[return-value]
         local = self._local_root is not None
@@ -562,6 +589,26 @@ class ValueReader:
             else:
                 self._read_named_remote(out, sis, name, chunk)
         return out  # type: ignore[return-value]
+
+    def _inlined(self, sis: Sequence[StepIndex], name: str) -> list[np.ndarray | None]:
+        """The values a manifest inlined for `name`, None at the steps without one; [] when
+        no step has one (the usual case for a tensor that is not a scalar: two lookups)."""
+        if not sis:
+            return []
+        first, last = sis[0].entries.get(name), sis[-1].entries.get(name)
+        if (first is None or INLINE_KEY not in first) and (last is None
+                                                            or INLINE_KEY not in last):
+            return []
+        out: list[np.ndarray | None] = []
+        add = out.append
+        for si in sis:
+            entry = si.entries.get(name)
+            add(inline_value(entry) if entry is not None and INLINE_KEY in entry else None)
+        found = len(out) - sum(map(is_, out, repeat(None)))
+        if not found:
+            return []
+        self.inline_reads += found
+        return out
 
     def _read_uniform(self, sis: Sequence[StepIndex], name: str,
                       local: bool) -> list[np.ndarray] | None:
