@@ -1,26 +1,30 @@
 """Scale benchmark: a long multi-worker trial opened compacted, uncompacted and by smdebug 1.0.34.
 
 Generates a synthetic trial of STEPS x WORKERS x SCALARS (default 100,000 x 4 x 20) directly in
-the file format (`smdebug_lite.format` helpers; each step's records are encoded once and shared
-by the workers, which saved the same values), compacts it, and serves it from moto's S3 server
-on 127.0.0.1 (filled through moto's backend in this process, not by 800k PUTs). Each
-measurement runs in a fresh child process and reports wall seconds, S3 requests and peak RSS:
+the file format (one step's files encoded by `smdebug_lite.format`'s helpers, then templated per
+step and checked against the encoders at intervals; see `generate_steps`), compacts it, and
+serves it from moto's S3 server on 127.0.0.1 (filled through moto's backend in this process,
+not by 800k PUTs). Each measurement runs in a fresh child process and reports wall seconds, S3
+requests, peak RSS (VmHWM) and the 1-minute load average when it started:
 
   open      create_trial(uri) + tensor_names()
   history   one tensor's values at every step (Tensor.values())
 
 for smdebug-lite with the manifest, smdebug-lite reading per-step files (SMDEBUG_USE_MANIFEST=0)
-and, on a smaller trial (--ref-steps, default 2,000; smdebug needs minutes per 10k index files
-on moto), smdebug 1.0.34. Memory is compared at 10k vs STEPS steps (local, compacted).
+and, on a smaller trial (--ref-steps), smdebug 1.0.34. The uncompacted S3 open makes one GET
+per index file (400k at 100k steps: hours on moto), so by default it is measured at
+--plain-s3-steps only and extrapolated to STEPS from them (printed as an extrapolation).
+Memory is compared at --memory-steps vs STEPS (local, compacted and plain).
 
-    .venv/bin/python bench/bench_scale.py                      # full size (long)
-    .venv/bin/python bench/bench_scale.py --steps 10000 --ref-steps 1000
+    .venv/bin/python bench/bench_scale.py                    # 15 to 40 minutes on 2 busy CPUs
+    .venv/bin/python bench/bench_scale.py --steps 10000 --plain-s3-steps 2000,5000 --ref-steps 500
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import shutil
 import struct
@@ -28,8 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -58,13 +61,15 @@ from smdebug_lite.modes import ModeKeys  # noqa: E402
 
 # One child per measurement, for either library (same API). Prints one JSON line.
 CHILD = r"""
-import json, resource, sys, time
+import json, os, resource, sys, time
 module, uri, op = sys.argv[1], sys.argv[2], sys.argv[3]
+load = os.getloadavg()[0]
 create_trial = __import__(module + ".trials", fromlist=["create_trial"]).create_trial
 t0 = time.perf_counter()
 tr = create_trial(uri)
 names = tr.tensor_names()
-out = {"open_s": time.perf_counter() - t0, "tensors": len(names), "steps": len(tr.steps())}
+out = {"open_s": time.perf_counter() - t0, "tensors": len(names), "steps": len(tr.steps()),
+       "load": load}
 storage = getattr(tr, "storage", None)
 out["open_requests"] = getattr(storage, "requests", None)
 if op == "history":
@@ -74,7 +79,12 @@ if op == "history":
     out["history_values"] = len(vals)
     if out["open_requests"] is not None:
         out["history_requests"] = storage.requests - out["open_requests"]
-out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM: this program's peak (ru_maxrss would start from the forking benchmark's size).
+try:
+    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+    out["maxrss_mb"] = int(hwm) / 1024
+except (OSError, IndexError):
+    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps(out))
 """
 
@@ -126,7 +136,7 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-def _real_step(names: list[str], values: np.ndarray, step: int, workers: list[str]
+def encode_step(names: list[str], values: np.ndarray, step: int, workers: list[str]
                ) -> tuple[bytes, list[TensorEntry], list[bytes]]:
     """One step encoded by the format helpers: (event file, entries, index file per worker)."""
     mode, mode_step = mode_of(step)
@@ -156,7 +166,7 @@ class _StepTemplate:
     def __init__(self, names: list[str], values: np.ndarray, step: int,
                  workers: list[str]) -> None:
         mode, mode_step = mode_of(step)
-        event, entries, _ = _real_step(names, values, step, workers)
+        event, entries, _ = encode_step(names, values, step, workers)
         self.event = bytearray(event)
         self.step_len = len(_varint(step)) if step else 0
         self.digits = len(str(mode_step))
@@ -241,39 +251,37 @@ def generate_steps(steps: range, workers: int, scalars: int, values: np.ndarray 
         event, docs = t.fill(s, values[s])
         uses[shape] += 1
         if uses[shape] <= 2 or s % _VERIFY_EVERY == 0 or s == steps.stop - 1:
-            real_event, _, real_docs = _real_step(names, values[s], s, worker_names)
+            real_event, _, real_docs = encode_step(names, values[s], s, worker_names)
             if event != real_event or docs != real_docs:
                 raise AssertionError(f"step {s}: templated files differ from the encoders'")
         yield s, event, docs
 
 
-def _write_files(root: str, batch: list[tuple[str, bytes]], dirs: list[str]) -> None:
-    for d in dirs:
-        os.mkdir(os.path.join(root, d))
+def _write_steps(root: str, steps: range, workers: int, scalars: int, values: np.ndarray
+                 ) -> int:
+    """Generate and write `steps` (one process's share); returns files written."""
+    worker_names = [f"worker_{w}" for w in range(workers)]
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    for rel, data in batch:
-        fd = os.open(os.path.join(root, rel), flags, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+    files = 0
+    for s, event, docs in generate_steps(steps, workers, scalars, values):
+        os.mkdir(os.path.join(root, os.path.dirname(event_file_name(s, "w"))))
+        for w, doc in zip(worker_names, docs, strict=True):
+            for rel, data in ((event_file_name(s, w), event), (index_file_name(s, w), doc)):
+                fd = os.open(os.path.join(root, rel), flags, 0o644)
+                try:
+                    os.write(fd, data)
+                finally:
+                    os.close(fd)
+                files += 1
+    return files
 
 
-def write_meta_files(put: Callable[[str, bytes], object], workers: int) -> None:
-    """Collections files of every worker and the end-of-job marker."""
-    text = CollectionManager(framework="pytorch", num_workers=workers).export().encode()
-    for w in range(workers):
-        put(collections_file_name(f"worker_{w}"), text)
-    put(END_OF_JOB_FILE, b"")
-
-
-def make_trial(root: Path, steps: int, workers: int, scalars: int, threads: int = 4,
-               batch_steps: int = 250) -> float:
-    """Write the trial under `root` (a new directory); returns seconds taken. Files are
-    written by a few threads (the system calls release the GIL) while steps are generated."""
+def make_trial(root: Path, steps: int, workers: int, scalars: int,
+               processes: int | None = None) -> float:
+    """Write the trial under `root` (a new directory); returns seconds taken. Ranges of steps
+    are generated and written by forked processes, one per CPU."""
     started = time.perf_counter()
     root_s = str(root)
-    worker_names = [f"worker_{w}" for w in range(workers)]
     for d in (COLLECTIONS_DIR, EVENTS_DIR):
         os.makedirs(os.path.join(root_s, d), exist_ok=True)
     for g in range(0, max(steps, 1), INDEX_GROUP_SIZE):
@@ -284,27 +292,24 @@ def make_trial(root: Path, steps: int, workers: int, scalars: int, threads: int 
         with open(os.path.join(root_s, rel), "wb") as f:
             f.write(data)
 
-    write_meta_files(put, workers)
-    (root / END_OF_JOB_FILE).unlink()  # written last, as a finished job does
-    pending: list[Future] = []
-    batch: list[tuple[str, bytes]] = []
-    dirs: list[str] = []
-    with ThreadPoolExecutor(threads) as pool:
-        for s, event, docs in generate_steps(range(steps), workers, scalars):
-            dirs.append(os.path.dirname(event_file_name(s, "w")))
-            for w, doc in zip(worker_names, docs, strict=True):
-                batch.append((event_file_name(s, w), event))
-                batch.append((index_file_name(s, w), doc))
-            if len(dirs) >= batch_steps:
-                pending.append(pool.submit(_write_files, root_s, batch, dirs))
-                batch, dirs = [], []
-                while len(pending) > 2 * threads:  # bounded: memory stays one window
-                    pending.pop(0).result()
-        pending.append(pool.submit(_write_files, root_s, batch, dirs))
-        for f in pending:
-            f.result()
-    put(END_OF_JOB_FILE, b"")
+    for w in range(workers):
+        put(collections_file_name(f"worker_{w}"), _collections_json(workers))
+    values = scalar_values(steps, scalars)
+    processes = processes or os.cpu_count() or 1
+    share = -(-steps // (4 * processes)) if steps else 1  # a few shares each: even finish
+    shares = [range(a, min(a + share, steps)) for a in range(0, steps, share)]
+    if processes == 1 or len(shares) <= 1:
+        for r in shares:
+            _write_steps(root_s, r, workers, scalars, values)
+    else:
+        with mp.get_context("fork").Pool(processes) as pool:
+            pool.starmap(_write_steps, [(root_s, r, workers, scalars, values) for r in shares])
+    put(END_OF_JOB_FILE, b"")  # last, as a finished job writes it
     return time.perf_counter() - started
+
+
+def _collections_json(workers: int) -> bytes:
+    return CollectionManager(framework="pytorch", num_workers=workers).export().encode()
 
 
 def start_moto() -> tuple[object, str]:
@@ -327,23 +332,33 @@ def start_moto() -> tuple[object, str]:
     return server, url
 
 
-def fill_bucket(bucket: str, prefix: str, root: Path) -> float:
-    """Objects put straight into moto's backend (this process runs the server)."""
+def _backend():  # noqa: ANN202 - moto's S3 backend of this process (it runs the server)
     from moto.core import DEFAULT_ACCOUNT_ID
     from moto.s3.models import s3_backends
 
+    per_account = s3_backends[DEFAULT_ACCOUNT_ID]
+    return per_account["aws"] if "aws" in per_account else per_account["global"]
+
+
+def fill_bucket(bucket: str, prefix: str, root: Path) -> float:
+    """Objects put straight into moto's backend: about 70 us each, a tenth of a PUT over HTTP."""
+    backend = _backend()
     started = time.perf_counter()
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"] if "aws" in s3_backends[
-        DEFAULT_ACCOUNT_ID] else s3_backends[DEFAULT_ACCOUNT_ID]["global"]
     if bucket not in backend.buckets:
         backend.create_bucket(bucket, "us-east-1")
     for dirpath, _, files in os.walk(root):
         for f in files:
             p = os.path.join(dirpath, f)
-            key = f"{prefix}/{os.path.relpath(p, root)}"
             with open(p, "rb") as fh:
-                backend.put_object(bucket, key, fh.read())
+                backend.put_object(bucket, f"{prefix}/{os.path.relpath(p, root)}", fh.read())
     return time.perf_counter() - started
+
+
+def drop_bucket(bucket: str) -> None:
+    backend = _backend()
+    if bucket in backend.buckets:
+        backend.buckets[bucket].keys.clear()
+        backend.delete_bucket(bucket)
 
 
 def child(python: str, module: str, uri: str, op: str, env: dict | None = None,
@@ -361,14 +376,124 @@ def child(python: str, module: str, uri: str, op: str, env: dict | None = None,
 
 def show(label: str, r: dict | None) -> None:
     if r is None:
-        print(f"  {label:<44} failed")
+        print(f"  {label:<16} failed", flush=True)
         return
-    req = "" if r.get("open_requests") is None else f"{r['open_requests']:>8} req"
+    req = "" if r.get("open_requests") is None else f"{r['open_requests']:>7} req"
     hist = ""
     if "history_s" in r:
         hreq = "" if r.get("history_requests") is None else f", {r['history_requests']} req"
         hist = f" | history {r['history_s']:.2f}s{hreq}"
-    print(f"  {label:<44} open {r['open_s']:8.2f}s {req} | rss {r['maxrss_mb']:.0f} MB{hist}")
+    print(f"  {label:<16} open {r['open_s']:8.2f}s {req:>11} | rss {r['maxrss_mb']:5.0f} MB"
+          f"{hist} | load {r['load']:.1f}", flush=True)
+
+
+def linear_fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Least-squares (slope, intercept)."""
+    n = len(xs)
+    mx, my = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    return slope, my - slope * mx
+
+
+def default_work_dir() -> str:
+    """tmpfs when there is room: 800k small files on a VM's disk take minutes of writeback."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and shutil.disk_usage(shm).free > 16 * 1024**3:
+        return shm
+    return tempfile.gettempdir()
+
+
+def measure(steps: int, args: argparse.Namespace, work: Path) -> dict:
+    ours = sys.executable
+    off = {"SMDEBUG_USE_MANIFEST": "0"}
+    root = work / f"t{steps}"
+    made = make_trial(root, steps, args.workers, args.scalars)
+    c0 = time.perf_counter()
+    res = compact_trial(str(root))
+    compact_s = time.perf_counter() - c0
+    load = os.getloadavg()[0]
+    print(f"\n{steps} steps x {args.workers} workers x {args.scalars} scalars: made in "
+          f"{made:.1f}s; compacted in {compact_s:.1f}s ({res.chunks_written} chunks, "
+          f"{res.values_inlined} values inlined); load {load:.1f}", flush=True)
+    r: dict = {"made_s": made, "compact_s": compact_s}
+    r["local_compacted"] = child(ours, "smdebug_lite", str(root), "history")
+    show("local compacted", r["local_compacted"])
+    r["local_plain"] = child(ours, "smdebug_lite", str(root), "history", off)
+    show("local plain", r["local_plain"])
+    ref = ref_python()[0] if steps == args.ref_steps and not args.no_ref else None
+    if ref:
+        r["ref_local"] = child(ref, "smdebug", str(root), "history")
+        show("smdebug local", r["ref_local"])
+    bucket = f"bench-scale-{steps}"
+    filled = fill_bucket(bucket, "trial", root)
+    print(f"  (into moto in {filled:.1f}s)", flush=True)
+    shutil.rmtree(root, ignore_errors=True)
+    s3 = f"s3://{bucket}/trial"
+    try:
+        r["s3_compacted"] = child(ours, "smdebug_lite", s3, "history")
+        show("S3 compacted", r["s3_compacted"])
+        if steps in args.plain_s3_steps:
+            op = "history" if steps <= args.s3_history_max_steps else "open"
+            r["s3_plain"] = child(ours, "smdebug_lite", s3, op, off)
+            show("S3 plain", r["s3_plain"])
+        if ref:
+            r["ref_s3"] = child(ref, "smdebug", s3, "open")
+            show("smdebug S3", r["ref_s3"])
+    finally:
+        drop_bucket(bucket)
+    return r
+
+
+def report(results: dict[int, dict], args: argparse.Namespace) -> None:
+    big = results[args.steps]
+    print("\nRatios:")
+    plain_points = [(s, r["s3_plain"]) for s, r in sorted(results.items()) if r.get("s3_plain")]
+    comp = big.get("s3_compacted")
+    measured = big.get("s3_plain")
+    if measured and comp:
+        print(f"  {args.steps} steps, S3 open, measured: requests {measured['open_requests']} -> "
+              f"{comp['open_requests']} ({ratio(measured['open_requests'], comp['open_requests'])}"
+              f" fewer; target >= 50x), time {ratio(measured['open_s'], comp['open_s'])} less "
+              "(target >= 10x)")
+    elif comp and len(plain_points) >= 2:
+        for s, p in plain_points:
+            print(f"  uncompacted S3 open at {s} steps: {p['open_requests']} requests in "
+                  f"{p['open_s']:.1f}s = {1000 * p['open_s'] / p['open_requests']:.2f} ms per "
+                  f"request (load {p['load']:.1f})")
+        a, b = linear_fit([s for s, _ in plain_points], [p["open_requests"] for _, p in
+                                                         plain_points])
+        c, d = linear_fit([p["open_requests"] for _, p in plain_points],
+                          [p["open_s"] for _, p in plain_points])
+        est_req = a * args.steps + b
+        est_s = c * est_req + d
+        print(f"  EXTRAPOLATED (not measured) uncompacted S3 open at {args.steps} steps: "
+              f"{est_req:.0f} requests, {est_s:.0f}s (requests linear in steps; time linear in "
+              "requests, fitted to the points above)")
+        print(f"  {args.steps} steps, S3 open, compacted (measured) vs uncompacted "
+              f"(extrapolated): requests {est_req:.0f} -> {comp['open_requests']} "
+              f"({ratio(est_req, comp['open_requests'])} fewer; target >= 50x), time "
+              f"{est_s:.0f}s -> {comp['open_s']:.1f}s ({ratio(est_s, comp['open_s'])} less; "
+              "target >= 10x)")
+    for s, r in sorted(results.items()):
+        c, p = r.get("s3_compacted"), r.get("s3_plain")
+        if s != args.steps and c and p:
+            print(f"  {s} steps, S3 open, measured: requests {ratio(p['open_requests'], c['open_requests'])}"
+                  f" fewer, time {ratio(p['open_s'], c['open_s'])} less")
+        rl, rs, lc = r.get("ref_local"), r.get("ref_s3"), r.get("local_compacted")
+        if rl and lc:
+            print(f"  {s} steps vs smdebug 1.0.34, local: open {ratio(rl['open_s'], lc['open_s'])}"
+                  f" less time, history {ratio(rl.get('history_s'), lc['history_s'])} less")
+        if rs and c:
+            print(f"  {s} steps vs smdebug 1.0.34, S3 open: {ratio(rs['open_s'], c['open_s'])} "
+                  "less time")
+    small = results.get(args.memory_steps)
+    if small:
+        for path in ("local_compacted", "local_plain"):
+            a_, b_ = small.get(path), big.get(path)
+            if a_ and b_:
+                print(f"  peak RSS, {path.replace('_', ' ')}: {a_['maxrss_mb']:.0f} MB at "
+                      f"{args.memory_steps} steps, {b_['maxrss_mb']:.0f} MB at {args.steps} steps")
 
 
 def main() -> None:
@@ -376,70 +501,30 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100_000)
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--scalars", type=int, default=20)
-    ap.add_argument("--ref-steps", type=int, default=2000)
+    ap.add_argument("--ref-steps", type=int, default=1000,
+                    help="trial size smdebug 1.0.34 opens (minutes per 10k index files)")
     ap.add_argument("--memory-steps", type=int, default=10_000,
                     help="the smaller trial whose memory is compared with --steps")
+    ap.add_argument("--plain-s3-steps", default="10000,20000",
+                    help="sizes at which the uncompacted S3 open is measured (comma list; "
+                         "include --steps to measure it there too)")
+    ap.add_argument("--s3-history-max-steps", type=int, default=10_000,
+                    help="largest size whose uncompacted S3 history is read (a GET per step)")
     ap.add_argument("--no-ref", action="store_true")
-    ap.add_argument("--no-uncompacted-s3", action="store_true",
-                    help="skip the slow per-step S3 open at --steps (ratios then n/a)")
+    ap.add_argument("--work-dir", default=default_work_dir())
     args = ap.parse_args()
-    ours = sys.executable
-    work = Path(tempfile.mkdtemp(prefix="bench_scale_"))
-    server, url = start_moto()
-    off = {"SMDEBUG_USE_MANIFEST": "0"}
+    args.plain_s3_steps = {int(s) for s in args.plain_s3_steps.split(",") if s.strip()}
+    work = Path(tempfile.mkdtemp(prefix="bench_scale_", dir=args.work_dir))
+    server, _ = start_moto()
+    print(f"trials under {work}; {os.cpu_count()} CPUs; load at start "
+          f"{os.getloadavg()[0]:.1f}", flush=True)
     try:
-        sizes = sorted({args.steps, args.memory_steps} | ({args.ref_steps} if not args.no_ref
-                                                           else set()))
-        results: dict = {}
-        for steps in sizes:
-            root = work / f"t{steps}"
-            made = make_trial(root, steps, args.workers, args.scalars)
-            c0 = time.perf_counter()
-            res = compact_trial(str(root))
-            compact_s = time.perf_counter() - c0
-            filled = fill_bucket("bench", f"t{steps}", root)
-            print(f"\n{steps} steps x {args.workers} workers x {args.scalars} scalars: made in "
-                  f"{made:.1f}s; compacted in {compact_s:.1f}s ({res.chunks_written} chunks, "
-                  f"{res.values_inlined} values inlined); into moto in {filled:.1f}s")
-            s3 = f"s3://bench/t{steps}"
-            r = results[steps] = {
-                "local_compacted": child(ours, "smdebug_lite", str(root), "history"),
-                "local_plain": child(ours, "smdebug_lite", str(root), "history", off),
-                "s3_compacted": child(ours, "smdebug_lite", s3, "history"),
-            }
-            if steps != args.steps or not args.no_uncompacted_s3:
-                r["s3_plain"] = child(ours, "smdebug_lite", s3, "history", off)
-            if steps == args.ref_steps and not args.no_ref and ref_python()[0]:
-                py = ref_python()[0]
-                r["ref_local"] = child(py, "smdebug", str(root), "history")
-                r["ref_s3"] = child(py, "smdebug", s3, "open")
-            for k, v in r.items():
-                show(k, v)
-            shutil.rmtree(root, ignore_errors=True)
-        print("\nRatios (higher is better for smdebug-lite compacted):")
-        for steps, r in results.items():
-            comp, plain = r.get("s3_compacted"), r.get("s3_plain")
-            if comp and plain:
-                print(f"  {steps} steps, S3 open: requests {plain['open_requests']} -> "
-                      f"{comp['open_requests']} ({ratio(plain['open_requests'], comp['open_requests'])}"
-                      f" fewer; target >= 50x), time {ratio(plain['open_s'], comp['open_s'])} "
-                      f"faster (target >= 10x)")
-            lc, lp = r.get("local_compacted"), r.get("local_plain")
-            if lc and lp:
-                print(f"  {steps} steps, local open: {ratio(lp['open_s'], lc['open_s'])} faster")
-            rl, rs = r.get("ref_local"), r.get("ref_s3")
-            if rl and lc:
-                print(f"  {steps} steps vs smdebug 1.0.34, local: open "
-                      f"{ratio(rl['open_s'], lc['open_s'])}, history "
-                      f"{ratio(rl.get('history_s'), lc['history_s'])}")
-            if rs and comp:
-                print(f"  {steps} steps vs smdebug 1.0.34, S3 open: "
-                      f"{ratio(rs['open_s'], comp['open_s'])}")
-        small, big = results.get(args.memory_steps), results.get(args.steps)
-        if small and big and small["local_compacted"] and big["local_compacted"]:
-            a, b = small["local_compacted"]["maxrss_mb"], big["local_compacted"]["maxrss_mb"]
-            print(f"  memory (local, compacted): {a:.0f} MB at {args.memory_steps} steps, "
-                  f"{b:.0f} MB at {args.steps} steps")
+        sizes = {args.steps, args.memory_steps} | args.plain_s3_steps
+        if not args.no_ref:
+            sizes.add(args.ref_steps)
+        results = {steps: measure(steps, args, work) for steps in sorted(sizes)}
+        report(results, args)
+        print("\nJSON " + json.dumps({str(k): v for k, v in results.items()}))
     finally:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
