@@ -10,9 +10,9 @@ from the examples is copied into this repository.
 
 Examples removed from the repository's tip (the Debugger folder was pruned in 2023; the rest
 moved under ``archived/``) are read from the last commit that had them when SRC is a git
-directory. Plotting, display and vision packages the notebooks import (matplotlib, seaborn,
-shap, IPython, cv2, torchvision) are stood in for by inert objects when not installed: the
-programs' smdebug calls are what is checked.
+directory. Plotting and display packages the notebooks import (matplotlib, seaborn, IPython) are
+always stood in for by inert objects, vision ones (shap, cv2, torchvision) when not installed:
+the programs' smdebug calls are what is checked.
 
 Usage (see docs/compatibility.md):
 
@@ -173,7 +173,12 @@ class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
 
-_missing = tuple(r for r in STAND_INS if importlib.util.find_spec(r) is None)
+# Plots and displays are never checked, and a real matplotlib handed a stood-in seaborn's objects
+# fails, so those are always stood in; the others only when not installed.
+ALWAYS = ("matplotlib", "mpl_toolkits", "seaborn", "IPython")
+sys.meta_path.insert(0, _StandInFinder(ALWAYS))
+_missing = tuple(r for r in STAND_INS
+                 if r not in ALWAYS and importlib.util.find_spec(r) is None)
 if _missing:
     sys.meta_path.append(_StandInFinder(_missing))
 
