@@ -16,18 +16,24 @@ PARTITION_COLUMNS = ("tensor", "mode")
 ROWS_PER_GROUP = 16384
 
 
+def dataset_dir(out_dir: str | os.PathLike[str], overwrite: bool, what: str) -> Path:
+    """The directory a dataset of partitions goes to, refused when it holds something else."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a directory; {what} writes a directory "
+                              "of partitions")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise FileExistsError(f"{out} is not empty; choose a new directory or overwrite")
+    return out
+
+
 def write_parquet(trial: Any, out_dir: str | os.PathLike[str], sel: Selection,
                   progress: Progress | None = None, overwrite: bool = False) -> Path:
     """`out_dir/tensor=<name>/mode=<MODE>/part-<i>.parquet`, written window by window
     (names are percent-encoded in the paths; readers with Hive partitioning decode them)."""
     pa = require("pyarrow", "export", "Arrow/Parquet export")
     ds = require("pyarrow.dataset", "export", "Parquet export")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a directory; Parquet export writes a "
-                              "directory of partitions")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise FileExistsError(f"{out} is not empty; choose a new directory or overwrite")
+    out = dataset_dir(out_dir, overwrite, "Parquet export")
     sch = schema(sel.include_values)
     ds.write_dataset(
         record_batches(trial, sel, progress), str(out), schema=sch, format="parquet",

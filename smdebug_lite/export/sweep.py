@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from smdebug_lite.distributed.trial_set import expand_trials, trial_names
-from smdebug_lite.export.parquet import PARTITION_COLUMNS, ROWS_PER_GROUP
+from smdebug_lite.export.parquet import PARTITION_COLUMNS, ROWS_PER_GROUP, dataset_dir
 from smdebug_lite.table.arrow import record_batches, schema
 from smdebug_lite.table.optional import require
 from smdebug_lite.table.selection import Selection
@@ -88,12 +88,7 @@ def write_sweep(members: Iterable[tuple[str, TrialLike]], out: str | os.PathLike
         if name in seen:
             raise ValueError(f"trial name {name!r} is given to more than one trial of the sweep")
         seen.add(name)
-    dest = Path(out)
-    if dest.exists() and not dest.is_dir():
-        raise FileExistsError(f"{dest} exists and is not a directory; a sweep export writes a "
-                              "directory of partitions")
-    if dest.is_dir() and any(dest.iterdir()) and not overwrite:
-        raise FileExistsError(f"{dest} is not empty; choose a new directory or overwrite")
+    dest = dataset_dir(out, overwrite, "a sweep export")
     batches = _batches(members, selection, timeout, progress)
     # The schema depends on the selection (a values column or not): taken from the first batch.
     first = next(batches, None)
