@@ -5,6 +5,7 @@ smdebug 1.0.34 read the expected steps, modes, workers, tensor names and values 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from refvenv import ref_python, run_ref
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+# The benchmark quiets the library's logs for its own process; the tests that run after this
+# one (and their subprocesses) must keep the default.
+_log_level = os.environ.get("SMDEBUG_LOG_LEVEL")
 from bench.bench_scale import (  # noqa: E402
     encode_step,
     generate_steps,
@@ -22,6 +26,11 @@ from bench.bench_scale import (  # noqa: E402
     scalar_values,
     tensor_names,
 )
+
+if _log_level is None:
+    os.environ.pop("SMDEBUG_LOG_LEVEL", None)
+else:
+    os.environ["SMDEBUG_LOG_LEVEL"] = _log_level
 from smdebug_lite.index.compact import compact_trial  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
