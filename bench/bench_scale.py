@@ -55,7 +55,7 @@ from smdebug_lite.format.locations import (  # noqa: E402
     index_file_name,
 )
 from smdebug_lite.format.records import FOOTER_SIZE, HEADER_SIZE  # noqa: E402
-from smdebug_lite.format.tensor_codec import encode_tensor_record  # noqa: E402
+from smdebug_lite.format.tensor_codec import encode_tensor_record, varint  # noqa: E402
 from smdebug_lite.index.compact import compact_trial  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
 
@@ -124,18 +124,6 @@ def wall_time(step: int) -> float:
     return 1.0e9 + step
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def encode_step(names: list[str], values: np.ndarray, step: int, workers: list[str]
                ) -> tuple[bytes, list[TensorEntry], list[bytes]]:
     """One step encoded by the format helpers: (event file, entries, index file per worker)."""
@@ -168,7 +156,7 @@ class _StepTemplate:
         mode, mode_step = mode_of(step)
         event, entries, _ = encode_step(names, values, step, workers)
         self.event = bytearray(event)
-        self.step_len = len(_varint(step)) if step else 0
+        self.step_len = len(varint(step)) if step else 0
         self.digits = len(str(mode_step))
         self.wall_at: list[int] = []
         self.step_at: list[int] = []
@@ -207,7 +195,7 @@ class _StepTemplate:
         mode_step = mode_of(step)[1]
         buf = self.event
         wall = _WALL.pack(wall_time(step))
-        step_bytes = _varint(step)
+        step_bytes = varint(step)
         digits = str(mode_step).encode()
         raw = values.tobytes()
         fields: dict[str, int] = {"step": step, "mode_step": mode_step}
@@ -229,7 +217,7 @@ class _StepTemplate:
 
 def _shape_of(step: int) -> tuple[int, int, int]:
     mode, mode_step = mode_of(step)
-    return mode.value, len(_varint(step)) if step else 0, len(str(mode_step))
+    return mode.value, len(varint(step)) if step else 0, len(str(mode_step))
 
 
 def generate_steps(steps: range, workers: int, scalars: int, values: np.ndarray | None = None

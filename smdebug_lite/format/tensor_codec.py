@@ -77,7 +77,8 @@ _DOUBLE = struct.Struct("<d")
 _VARINT_CACHE = []
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 varint (negative ints as their 64-bit two's complement)."""
     if n < 16384 and _VARINT_CACHE:
         return _VARINT_CACHE[n]
     if n < 0:
@@ -93,11 +94,11 @@ def _varint(n: int) -> bytes:
             return bytes(out)
 
 
-_VARINT_CACHE.extend([_varint(i) for i in range(16384)])
+_VARINT_CACHE.extend([varint(i) for i in range(16384)])
 
 
 def _field(tag_byte: bytes, body: bytes) -> bytes:
-    return tag_byte + _varint(len(body)) + body
+    return tag_byte + varint(len(body)) + body
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +145,7 @@ def to_storable(value: np.ndarray) -> StoredArray:
 def _dims(tag: str, shape: tuple[int, ...]) -> bytes:
     """TensorShapeProto dims, named '<tag>_<size>' as smdebug names them (same every step)."""
     return b"".join(
-        _field(b"\x12", (b"\x08" + _varint(d) if d else b"") + _field(b"\x12", f"{tag}_{d}".encode()))
+        _field(b"\x12", (b"\x08" + varint(d) if d else b"") + _field(b"\x12", f"{tag}_{d}".encode()))
         for d in shape
     )
 
@@ -183,7 +184,7 @@ def encode_tensor_record(
     tag_b = tag.encode("utf-8")
     shape = tuple(int(d) for d in arr.shape)
     dims = _dims(tag, shape)
-    tp_head = (b"\x08" + _varint(stored.proto_dtype) if stored.proto_dtype else b"") + _field(
+    tp_head = (b"\x08" + varint(stored.proto_dtype) if stored.proto_dtype else b"") + _field(
         b"\x12", dims
     )
     if stored.is_string:
@@ -196,19 +197,19 @@ def encode_tensor_record(
     else:
         content = memoryview(arr).cast("B") if arr.size else b""
         if len(content):
-            tp_head += b"\x22" + _varint(len(content))
+            tp_head += b"\x22" + varint(len(content))
         tp = tp_head
         tp_prefix_len = len(tp)
     tp_len = tp_prefix_len + len(content)
     metadata = _field(b"\x4a", _mode_metadata(mode_value, mode_step))
-    value_head = (_field(b"\x0a", tag_b) if tag_b else b"") + b"\x42" + _varint(tp_len)
+    value_head = (_field(b"\x0a", tag_b) if tag_b else b"") + b"\x42" + varint(tp_len)
     value_len = len(value_head) + tp_len + len(metadata)
-    summary_head = b"\x0a" + _varint(value_len)
+    summary_head = b"\x0a" + varint(value_len)
     summary_len = len(summary_head) + value_len
     event_head = (
         b"\x09" + _DOUBLE.pack(wall_time)
-        + (b"\x10" + _varint(step) if step else b"")
-        + b"\x2a" + _varint(summary_len)
+        + (b"\x10" + varint(step) if step else b"")
+        + b"\x2a" + varint(summary_len)
     )
     prefix = event_head + summary_head + value_head + tp
     payload_len = len(prefix) + len(content) + len(metadata)
