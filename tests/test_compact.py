@@ -12,6 +12,7 @@ import pytest
 from conftest import GOLDEN_DIR
 from refvenv import ref_python, run_ref
 from test_manifest import snapshot, write_steps
+from test_s3_trial import upload_dir
 from trial_queries import answer, canonical
 
 from smdebug_lite.index import manifest
@@ -20,13 +21,6 @@ from smdebug_lite.trials import create_trial
 
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 
-
-def upload_dir(client, local: Path, bucket: str, prefix: str) -> str:
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(local).as_posix()}",
-                              Body=path.read_bytes())
-    return f"s3://{bucket}/{prefix}"
 
 
 def golden_copy(name: str, tmp_path: Path) -> Path:

@@ -19,11 +19,13 @@ from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 
 
-def upload_dir(client, local: Path, bucket: str, prefix: str) -> None:
+def upload_dir(client, local: Path, bucket: str, prefix: str) -> str:
+    """Every file under `local` to s3://bucket/prefix; returns that URI."""
     for path in sorted(local.rglob("*")):
         if path.is_file():
             client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(local).as_posix()}",
                               Body=path.read_bytes())
+    return f"s3://{bucket}/{prefix}"
 
 
 @pytest.mark.parametrize("name", GOLDEN)

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from conftest import GOLDEN_DIR
 from refvenv import ref_python, run_ref
+from test_s3_trial import upload_dir
 
 import smdebug_lite.storage.local_reads as local_reads
 from smdebug_lite.exceptions import TensorCorrupted
@@ -51,13 +52,6 @@ def flip_byte(path: Path, offset: int) -> None:
     data[offset] ^= 0xFF
     path.write_bytes(bytes(data))
 
-
-def upload_dir(client, local: Path, bucket: str, prefix: str) -> str:
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(local).as_posix()}",
-                              Body=path.read_bytes())
-    return f"s3://{bucket}/{prefix}"
 
 
 # -- the record walker ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import GOLDEN_DIR
+from test_s3_trial import upload_dir
 from torch import nn
 
 import smdebug_lite.pytorch as smd
@@ -25,13 +26,6 @@ from smdebug_lite.trials import create_trial
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 MODES = (ModeKeys.GLOBAL, ModeKeys.TRAIN, ModeKeys.EVAL)
 
-
-def upload_dir(client, local: Path, bucket: str, prefix: str) -> str:
-    for path in sorted(local.rglob("*")):
-        if path.is_file():
-            client.put_object(Bucket=bucket, Key=f"{prefix}/{path.relative_to(local).as_posix()}",
-                               Body=path.read_bytes())
-    return f"s3://{bucket}/{prefix}"
 
 
 def described(arr: np.ndarray) -> tuple:
