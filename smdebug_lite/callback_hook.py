@@ -12,6 +12,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.logger import get_logger
 
@@ -96,3 +98,49 @@ def _as_float(value: Any) -> float | None:
 
 
 __all__ = ["LR_PREFIX", "build_hook", "hook_from_json", "save_learning_rates", "save_metrics"]
+
+
+class HookCallback:
+    """What both callbacks share: the PyTorch hook's arguments (or a `hook` to drive), the
+    DebugHookConfig JSON route, and closing. A subclass sets `owner` (named in errors) and sets
+    up its own state in `_start`."""
+
+    owner = "DebuggerCallback"
+
+    def __init__(
+        self,
+        out_dir: str | None = None,
+        export_tensorboard: bool = False,
+        tensorboard_dir: str | None = None,
+        dry_run: bool = False,
+        reduction_config: ReductionConfig | None = None,
+        save_config: SaveConfig | SaveConfigMode | dict | None = None,
+        include_regex: str | Iterable[str] | None = None,
+        include_collections: str | Iterable[str] | None = None,
+        save_all: bool = False,
+        include_workers: str = "one",
+        *,
+        hook: Any = None,
+    ) -> None:
+        super().__init__()
+        self.hook = build_hook(
+            self.owner, hook, out_dir, export_tensorboard=export_tensorboard,
+            tensorboard_dir=tensorboard_dir, dry_run=dry_run, reduction_config=reduction_config,
+            save_config=save_config, include_regex=include_regex,
+            include_collections=include_collections, save_all=save_all,
+            include_workers=include_workers)
+        self._start()
+
+    def _start(self) -> None:
+        """The callback's own state, once its hook is there."""
+
+    @classmethod
+    def create_from_json_file(cls, json_file_path: str | None = None) -> Any:
+        """The callback SageMaker's DebugHookConfig JSON describes (`json_file_path`, else
+        $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json)."""
+        return cls(hook=hook_from_json(json_file_path))
+
+    def close(self) -> None:
+        """Write the last step and end the trial (also done at interpreter exit)."""
+        if self.hook is not None:
+            self.hook.close()

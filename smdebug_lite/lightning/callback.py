@@ -10,12 +10,9 @@ optimizer's learning rates (``scalar/lr/<group>``) and ``trainer.callback_metric
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from smdebug_lite import callback_hook
-from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.lightning.step_root import step_root
 from smdebug_lite.modes import ModeKeys
 
@@ -27,48 +24,18 @@ except ImportError:  # (the older package name of the same project)
 LOSS_NAME = "loss"  # saved as loss_output_0: the `losses` collection's regex matches it
 
 
-class DebuggerCallback(Callback):
+class DebuggerCallback(callback_hook.HookCallback, Callback):
     """Save a Lightning run's tensors as an smdebug trial.
 
     Takes the PyTorch hook's arguments. Without `out_dir` (or `hook`), the hook comes from
     SageMaker's DebugHookConfig JSON when there is one, as `smdebug_lite.pytorch.get_hook`
     builds it; with neither, the callback saves nothing."""
 
-    def __init__(
-        self,
-        out_dir: str | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
-        dry_run: bool = False,
-        reduction_config: ReductionConfig | None = None,
-        save_config: SaveConfig | SaveConfigMode | dict | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        include_collections: str | Iterable[str] | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        *,
-        hook: Any = None,
-    ) -> None:
-        super().__init__()
-        self.hook = callback_hook.build_hook(
-            "lightning.DebuggerCallback", hook, out_dir, export_tensorboard=export_tensorboard,
-            tensorboard_dir=tensorboard_dir, dry_run=dry_run, reduction_config=reduction_config,
-            save_config=save_config, include_regex=include_regex,
-            include_collections=include_collections, save_all=save_all,
-            include_workers=include_workers)
+    owner = "lightning.DebuggerCallback"
+
+    def _start(self) -> None:
         self._roots: dict[int, Any] = {}  # id(LightningModule) -> its registered stand-in
         self._root: Any = None  # the stand-in of the module being run
-
-    @classmethod
-    def create_from_json_file(cls, json_file_path: str | None = None) -> DebuggerCallback:
-        """The callback SageMaker's DebugHookConfig JSON describes (`json_file_path`, else
-        $SMDEBUG_CONFIG_FILE_PATH, else /opt/ml/input/config/debughookconfig.json)."""
-        return cls(hook=callback_hook.hook_from_json(json_file_path))
-
-    def close(self) -> None:
-        """Write the last step and end the trial (also done at interpreter exit)."""
-        if self.hook is not None:
-            self.hook.close()
 
     # -- registration --------------------------------------------------------------------------
 
