@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,23 @@ def write_parquet(trial: Any, out_dir: str | os.PathLike[str], sel: Selection,
                   progress: Progress | None = None, overwrite: bool = False) -> Path:
     """`out_dir/tensor=<name>/mode=<MODE>/part-<i>.parquet`, written window by window
     (names are percent-encoded in the paths; readers with Hive partitioning decode them)."""
+    require("pyarrow.dataset", "export", "Parquet export")  # before anything is touched
+    out = dataset_dir(out_dir, overwrite, "Parquet export")
+    write_partitioned(record_batches(trial, sel, progress), out, schema(sel.include_values),
+                      PARTITION_COLUMNS, overwrite)
+    return out
+
+
+def write_partitioned(batches: Iterable[Any], out: Path, sch: Any, columns: Sequence[str],
+                      overwrite: bool) -> None:
+    """Record batches as a Hive-partitioned Parquet dataset under `out` (by `columns`)."""
     pa = require("pyarrow", "export", "Arrow/Parquet export")
     ds = require("pyarrow.dataset", "export", "Parquet export")
-    out = dataset_dir(out_dir, overwrite, "Parquet export")
-    sch = schema(sel.include_values)
     ds.write_dataset(
-        record_batches(trial, sel, progress), str(out), schema=sch, format="parquet",
-        partitioning=ds.partitioning(
-            pa.schema([sch.field(c) for c in PARTITION_COLUMNS]), flavor="hive"),
+        batches, str(out), schema=sch, format="parquet",
+        partitioning=ds.partitioning(pa.schema([sch.field(c) for c in columns]), flavor="hive"),
         basename_template="part-{i}.parquet",
         existing_data_behavior="delete_matching" if overwrite else "overwrite_or_ignore",
         max_partitions=1 << 20,
         max_rows_per_group=ROWS_PER_GROUP,
     )
-    return out

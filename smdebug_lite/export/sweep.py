@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from smdebug_lite.distributed.trial_set import expand_trials, trial_names
-from smdebug_lite.export.parquet import PARTITION_COLUMNS, ROWS_PER_GROUP, dataset_dir
+from smdebug_lite.export.parquet import PARTITION_COLUMNS, dataset_dir, write_partitioned
 from smdebug_lite.table.arrow import record_batches, schema
 from smdebug_lite.table.optional import require
 from smdebug_lite.table.selection import Selection
@@ -78,8 +78,7 @@ def write_sweep(members: Iterable[tuple[str, TrialLike]], out: str | os.PathLike
     """The dataset for (name, trial or URI) pairs; `selection` is one for every trial, or a
     function giving each opened trial its own (all must agree on `include_values`: one table
     has one schema)."""
-    pa = require("pyarrow", "export", "Parquet export")
-    ds = require("pyarrow.dataset", "export", "Parquet export")
+    require("pyarrow.dataset", "export", "Parquet export")  # before anything is touched
     members = list(members)
     if not members:
         raise ValueError("no trials given to export")
@@ -99,15 +98,7 @@ def write_sweep(members: Iterable[tuple[str, TrialLike]], out: str | os.PathLike
     else:
         sch = first.schema
         data = itertools.chain([first], batches)
-    ds.write_dataset(
-        data, str(dest), schema=sch, format="parquet",
-        partitioning=ds.partitioning(
-            pa.schema([sch.field(c) for c in SWEEP_PARTITION_COLUMNS]), flavor="hive"),
-        basename_template="part-{i}.parquet",
-        existing_data_behavior="delete_matching" if overwrite else "overwrite_or_ignore",
-        max_partitions=1 << 20,
-        max_rows_per_group=ROWS_PER_GROUP,
-    )
+    write_partitioned(data, dest, sch, SWEEP_PARTITION_COLUMNS, overwrite)
     dest.mkdir(parents=True, exist_ok=True)  # an empty selection still leaves a dataset
     return dest
 
