@@ -12,6 +12,7 @@ import os
 import socket
 import sys
 
+from smdebug_lite.env_settings import env_bool
 from smdebug_lite.redact import redacting_filter, register_from_environment
 
 _LEVELS = {
@@ -39,7 +40,7 @@ def _configure() -> None:
     context = os.environ.get("SMDEBUG_LOG_CONTEXT") or f"{socket.gethostname()}:{os.getpid()}"
     fmt = logging.Formatter(f"[%(asctime)s.%(msecs)03d {context} %(levelname)s %(name)s] %(message)s",
                             "%Y-%m-%d %H:%M:%S")
-    all_to_stdout = os.environ.get("SMDEBUG_LOG_ALL_TO_STDOUT", "true").strip().lower() != "false"
+    all_to_stdout = env_bool("SMDEBUG_LOG_ALL_TO_STDOUT", True)
     out = logging.StreamHandler(sys.stdout)
     out.setFormatter(fmt)
     if not all_to_stdout:

@@ -123,8 +123,8 @@ PRIVATE_ACCESS_ALLOWED: set[str] = set()
 #   -> cli
 # `stop_signal` and `close_listeners` sit with the bottom: hooks talk through them to rules and
 # to the index compaction without importing either.
-BOTTOM = ("modes", "mode_keys", "exceptions", "logger", "redact", "reductions", "config",
-          "format", "storage", "stop_signal", "close_listeners")
+BOTTOM = ("modes", "mode_keys", "exceptions", "env_settings", "logger", "redact", "reductions",
+          "config", "format", "storage", "stop_signal", "close_listeners")
 CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer")
 READING = ("index", "trials")
 OPTIONAL_INTEGRATIONS = ("lightning", "huggingface")

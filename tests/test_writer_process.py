@@ -103,14 +103,14 @@ def test_an_unknown_writer_choice_is_named_in_a_warning(tmp_path, monkeypatch, c
     w.close()
 
 
-def test_a_bad_start_timeout_is_named_and_writing_falls_back_to_a_thread(tmp_path, monkeypatch,
-                                                                         caplog):
+def test_a_bad_start_timeout_is_named_and_the_default_used(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(wp, "_instance", None)
     monkeypatch.setattr(wp, "_unavailable", None)
     monkeypatch.setenv("SMDEBUG_WRITER_START_TIMEOUT_S", "soon")
     w = open_trial_writer(str(tmp_path))
-    assert isinstance(w, TrialWriter)
-    assert "SMDEBUG_WRITER_START_TIMEOUT_S='soon' must be a positive number" in caplog.text
+    assert isinstance(w, ProcessTrialWriter)  # started within the default 60 s
+    assert ("SMDEBUG_WRITER_START_TIMEOUT_S='soon' must be a positive number; using the default 60"
+            in caplog.text)
     _write(w, steps=[0])
     assert create_trial(str(tmp_path)).steps() == [0]
 

@@ -20,10 +20,10 @@ Every refusal is a `JSONFileRejected` naming the file.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import JSONFileRejected
 
 try:  # about twice as fast as the json module on index files, which dominate trial loading
@@ -40,12 +40,7 @@ _NOT_STRUCTURE = bytes(range(256)).translate(None, b'[]{}"')
 
 
 def max_json_bytes() -> int:
-    raw = os.environ.get("SMDEBUG_MAX_JSON_MB", "")
-    try:
-        mb = float(raw) if raw.strip() else _DEFAULT_MAX_MB
-    except ValueError:
-        mb = _DEFAULT_MAX_MB
-    return int(max(mb, 0.0) * (1 << 20))
+    return int(max(env_float("SMDEBUG_MAX_JSON_MB", _DEFAULT_MAX_MB), 0.0) * (1 << 20))
 
 
 _MAX_BYTES = max_json_bytes()

@@ -30,6 +30,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any
 
+from smdebug_lite.env_settings import env_bool, env_float
 from smdebug_lite.hooks import registry
 from smdebug_lite.logger import get_logger
 
@@ -67,7 +68,7 @@ def _install_sigterm_handler() -> None:
     if _install_tried or threading.current_thread() is not threading.main_thread():
         return  # (signal handlers can only be installed from the main thread)
     _install_tried = True
-    if os.environ.get("SMDEBUG_HANDLE_SIGTERM", "1").strip().lower() in ("0", "false", "no"):
+    if not env_bool("SMDEBUG_HANDLE_SIGTERM", True):
         return
     previous = signal.getsignal(signal.SIGTERM)
     if previous is signal.SIG_IGN or previous is None:  # (None: installed outside Python)
@@ -77,16 +78,7 @@ def _install_sigterm_handler() -> None:
 
 
 def _close_timeout_s() -> float:
-    raw = os.environ.get("SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S", "")
-    try:
-        value = float(raw) if raw.strip() else DEFAULT_CLOSE_TIMEOUT_S
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        logger.warning("SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S=%r is not a positive number of seconds; "
-                       "using %.0f", raw, DEFAULT_CLOSE_TIMEOUT_S)
-        value = DEFAULT_CLOSE_TIMEOUT_S
-    return value
+    return env_float("SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S", DEFAULT_CLOSE_TIMEOUT_S, above=0.0)
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:

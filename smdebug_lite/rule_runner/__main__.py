@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.redact import (
     RedactingStream,
     redact,
@@ -173,10 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log.error("cannot write the status files: %s", e2)
         return EXIT_ERROR
     log.info("Rule job configuration: %s", cfg.summary())
-    try:
-        wait_log_s = float(os.environ.get(WAIT_LOG_ENV) or 30.0)
-    except ValueError:
-        wait_log_s = 30.0
+    wait_log_s = env_float(WAIT_LOG_ENV, 30.0)
     try:
         outcome, _ = run_job(cfg, stop_grace_s=args.stop_grace, wait_log_s=wait_log_s)
     except OSError as e:

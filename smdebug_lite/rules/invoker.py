@@ -30,13 +30,13 @@ Semantics (smdebug's, with the differences noted):
 from __future__ import annotations
 
 import bisect
-import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import (
     NoMoreData,
     NoMoreProfilerData,
@@ -78,10 +78,7 @@ class RuleResult:
 
 
 def poll_interval() -> float:
-    try:
-        return max(0.01, float(os.environ.get("SMDEBUG_RULE_POLL_INTERVAL_S", "1")))
-    except ValueError:
-        return 1.0
+    return max(0.01, env_float("SMDEBUG_RULE_POLL_INTERVAL_S", 1.0))
 
 
 class _StepCursor:

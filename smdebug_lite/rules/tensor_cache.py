@@ -13,12 +13,12 @@ step.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import TensorNotReducible, TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys
 
@@ -70,10 +70,7 @@ def compute_reduction(value: np.ndarray, name: str, abs: bool = False) -> float:
 
 
 def _default_max_bytes() -> int:
-    try:
-        return int(float(os.environ.get("SMDEBUG_RULE_CACHE_MB", "512")) * (1 << 20))
-    except ValueError:
-        return 512 << 20
+    return int(env_float("SMDEBUG_RULE_CACHE_MB", 512.0) * (1 << 20))
 
 
 class TensorCache:

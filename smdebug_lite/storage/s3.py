@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from smdebug_lite.env_settings import env_int
 from smdebug_lite.exceptions import TrialStorageError
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage.base import Chunks, Storage
@@ -95,10 +96,7 @@ _BACKOFF_CAP_S = 5.0
 
 
 def _max_attempts() -> int:
-    try:
-        return max(1, int(os.environ.get("SMDEBUG_S3_MAX_ATTEMPTS", "8")))
-    except ValueError:
-        return 8
+    return max(1, env_int("SMDEBUG_S3_MAX_ATTEMPTS", 8))
 
 
 def _transient_errors() -> tuple[type[BaseException], ...]:
@@ -119,10 +117,7 @@ def _error_code(e: BaseException) -> tuple[str, int]:
 
 
 def _max_concurrency(default: int) -> int:
-    try:
-        return max(1, int(os.environ.get("SMDEBUG_S3_MAX_CONCURRENCY", default)))
-    except ValueError:
-        return default
+    return max(1, env_int("SMDEBUG_S3_MAX_CONCURRENCY", default))
 
 
 class S3Storage(Storage):

@@ -6,26 +6,18 @@ trap (the 1 s sleep after training ends, waiting forever for data that never com
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import SMDebugValueError
 
 DEFAULT_TIMEOUT_S = 600.0
 
 
 def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SMDebugValueError(f"environment variable {name}={raw!r} must be a number") from None
-    if value < 0:
-        raise SMDebugValueError(f"environment variable {name}={raw!r} must not be negative")
-    return value
+    """A knob set on purpose for analysis: a bad value raises rather than being ignored."""
+    return env_float(name, default, minimum=0.0, finite=False, strict=True)
 
 
 @dataclass(slots=True)

@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 
+from smdebug_lite.env_settings import env_int
 from smdebug_lite.format.locations import EVENTS_DIR
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage.s3 import parse_s3_uri, s3_client
@@ -37,17 +38,9 @@ _BACKOFF_CAP_S = 5.0
 
 
 def upload_concurrency() -> int:
-    """The number of uploads one writer keeps in flight (`SMDEBUG_S3_UPLOAD_CONCURRENCY`)."""
-    raw = os.environ.get(CONCURRENCY_ENV, "").strip()
-    if not raw:
-        return _DEFAULT_CONCURRENCY
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= 32:
-        raise ValueError(f"{CONCURRENCY_ENV}={raw!r}: expected an integer from 1 to 32")
-    return value
+    """The number of uploads one writer keeps in flight (`SMDEBUG_S3_UPLOAD_CONCURRENCY`, 1 to
+    32; anything else is named in a warning and the default used: writing goes on)."""
+    return env_int(CONCURRENCY_ENV, _DEFAULT_CONCURRENCY, minimum=1, maximum=32)
 
 
 class S3Uploader:

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import time
 
+from smdebug_lite.env_settings import env_int
 from smdebug_lite.logger import get_logger
 
 logger = get_logger(__name__)
 
 # How many bytes of steps a writer may hold unwritten before `submit` waits (either writer).
-DEFAULT_MAX_PENDING_BYTES = int(os.environ.get("SMDEBUG_WRITER_MAX_PENDING_MB", "512")) << 20
+DEFAULT_MAX_PENDING_BYTES = env_int("SMDEBUG_WRITER_MAX_PENDING_MB", 512) << 20
 
 
 class WriterWaits:

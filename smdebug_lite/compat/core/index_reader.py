@@ -25,6 +25,7 @@ from smdebug_lite.compat.core.locations import IndexFileLocationUtils, TensorLoc
 from smdebug_lite.compat.core.s3_utils import list_s3_objects
 from smdebug_lite.compat.core.tfrecord.tensor_reader import TensorReader
 from smdebug_lite.compat.core.utils import is_s3, step_in_range
+from smdebug_lite.env_settings import env_int
 from smdebug_lite.exceptions import (
     IndexReaderException,
     SMDebugValueError,
@@ -77,8 +78,8 @@ class IndexReader(ABC):
     """Reads the index files of the trial at `path` (subclasses: local, S3)."""
 
     def __init__(self, path: str) -> None:
-        self.event_file_retry_limit = int(
-            os.getenv(MISSING_EVENT_FILE_RETRY_LIMIT_KEY, MISSING_EVENT_FILE_RETRY_LIMIT)
+        self.event_file_retry_limit = env_int(
+            MISSING_EVENT_FILE_RETRY_LIMIT_KEY, MISSING_EVENT_FILE_RETRY_LIMIT, strict=True
         )
         self.path = path
         self.logger = get_logger(__name__)

@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.logger import get_logger
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.process.ack_board import RING_SUPPORTED, AckBoard
@@ -60,15 +61,7 @@ _IDS = itertools.count()
 
 
 def _start_timeout_s() -> float:
-    raw = os.environ.get("SMDEBUG_WRITER_START_TIMEOUT_S", "60")
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise WriterProcessError(
-            f"SMDEBUG_WRITER_START_TIMEOUT_S={raw!r} must be a positive number of seconds")
-    return value
+    return env_float("SMDEBUG_WRITER_START_TIMEOUT_S", 60.0, above=0.0)
 
 
 # The writer process imports the same smdebug_lite as this process, from wherever it was loaded,
