@@ -37,7 +37,6 @@ the same array object is returned again for the same record while it is cached.
 
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 from collections.abc import Sequence
 from itertools import repeat
@@ -46,6 +45,7 @@ from operator import add, is_, itemgetter
 import numpy as np
 from crc32c import crc32c as _crc
 
+from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import IndexFileCorrupted, TensorCorrupted
 from smdebug_lite.format.event_batch import view_events
 from smdebug_lite.format.event_view import view_event
@@ -85,10 +85,7 @@ _DTYPES: dict[str, np.dtype] = {
 
 
 def _env_mb(name: str, default: float) -> int:
-    try:
-        return int(float(os.environ.get(name, default)) * (1 << 20))
-    except ValueError:
-        return int(default * (1 << 20))
+    return int(env_float(name, default) * (1 << 20))
 
 
 class _BadEntry(ValueError):
