@@ -7,14 +7,16 @@ serves it from moto's S3 server on 127.0.0.1 (filled through moto's backend in t
 not by 800k PUTs). Each measurement runs in a fresh child process and reports wall seconds, S3
 requests, peak RSS (VmHWM) and the 1-minute load average when it started:
 
-  open      create_trial(uri) + tensor_names()
-  history   one tensor's values at every step (Tensor.values())
+  open      create_trial(uri) + tensor_names()  (compacted: the chunks' columns only)
+  history   one tensor's values at every step (Tensor.values(); compacted: the tensor's
+            section of each chunk, one ranged GET per chunk on S3)
 
 for smdebug-lite with the manifest, smdebug-lite reading per-step files (SMDEBUG_USE_MANIFEST=0)
 and, on a smaller trial (--ref-steps), smdebug 1.0.34. The uncompacted S3 open makes one GET
 per index file (400k at 100k steps: hours on moto), so by default it is measured at
 --plain-s3-steps only and extrapolated to STEPS from them (printed as an extrapolation).
-Memory is compared at --memory-steps vs STEPS (local, compacted and plain).
+Memory is compared at --memory-steps vs STEPS (local, compacted and plain): the peak after
+opening, and after the history too (which holds STEPS arrays itself).
 
     .venv/bin/python bench/bench_scale.py                    # 15 to 40 minutes on 2 busy CPUs
     .venv/bin/python bench/bench_scale.py --steps 10000 --plain-s3-steps 2000,5000 --ref-steps 500
@@ -64,6 +66,13 @@ CHILD = r"""
 import json, os, resource, sys, time
 module, uri, op = sys.argv[1], sys.argv[2], sys.argv[3]
 load = os.getloadavg()[0]
+def hwm_mb():
+    # VmHWM: this program's peak (ru_maxrss would start from the forking benchmark's size).
+    try:
+        hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+        return int(hwm) / 1024
+    except (OSError, IndexError):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 create_trial = __import__(module + ".trials", fromlist=["create_trial"]).create_trial
 t0 = time.perf_counter()
 tr = create_trial(uri)
@@ -72,6 +81,7 @@ out = {"open_s": time.perf_counter() - t0, "tensors": len(names), "steps": len(t
        "load": load}
 storage = getattr(tr, "storage", None)
 out["open_requests"] = getattr(storage, "requests", None)
+out["open_rss_mb"] = hwm_mb()
 if op == "history":
     t1 = time.perf_counter()
     vals = tr.tensor("scalar_00").values()
@@ -79,12 +89,7 @@ if op == "history":
     out["history_values"] = len(vals)
     if out["open_requests"] is not None:
         out["history_requests"] = storage.requests - out["open_requests"]
-# VmHWM: this program's peak (ru_maxrss would start from the forking benchmark's size).
-try:
-    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
-    out["maxrss_mb"] = int(hwm) / 1024
-except (OSError, IndexError):
-    out["maxrss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+out["maxrss_mb"] = hwm_mb()
 print(json.dumps(out))
 """
 
@@ -371,7 +376,8 @@ def show(label: str, r: dict | None) -> None:
     if "history_s" in r:
         hreq = "" if r.get("history_requests") is None else f", {r['history_requests']} req"
         hist = f" | history {r['history_s']:.2f}s{hreq}"
-    print(f"  {label:<16} open {r['open_s']:8.2f}s {req:>11} | rss {r['maxrss_mb']:5.0f} MB"
+    opened = f" ({r['open_rss_mb']:.0f} open)" if r.get("open_rss_mb") else ""
+    print(f"  {label:<16} open {r['open_s']:8.2f}s {req:>11} | rss {r['maxrss_mb']:5.0f} MB{opened}"
           f"{hist} | load {r['load']:.1f}", flush=True)
 
 
@@ -481,7 +487,10 @@ def report(results: dict[int, dict], args: argparse.Namespace) -> None:
             a_, b_ = small.get(path), big.get(path)
             if a_ and b_:
                 print(f"  peak RSS, {path.replace('_', ' ')}: {a_['maxrss_mb']:.0f} MB at "
-                      f"{args.memory_steps} steps, {b_['maxrss_mb']:.0f} MB at {args.steps} steps")
+                      f"{args.memory_steps} steps, {b_['maxrss_mb']:.0f} MB at {args.steps} steps"
+                      f" ({ratio(b_['maxrss_mb'], a_['maxrss_mb'])}); after opening only: "
+                      f"{a_['open_rss_mb']:.0f} and {b_['open_rss_mb']:.0f} MB "
+                      f"({ratio(b_['open_rss_mb'], a_['open_rss_mb'])})")
 
 
 def main() -> None:

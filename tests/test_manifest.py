@@ -4,6 +4,7 @@ about and ignored (the per-step files answer instead)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -71,6 +72,13 @@ def write_steps(root: str | Path, steps: range, workers: int = 2, end: bool = Fa
         Path(root, END_OF_JOB_FILE).write_bytes(b"")
 
 
+@pytest.fixture(autouse=True)
+def parse_on_demand(monkeypatch):
+    """Open these small trials the way long ones open (columns, documents parsed on demand);
+    a short trial's whole parse at open is checked in test_manifest_columns.py."""
+    monkeypatch.setenv("SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB", "0")
+
+
 def snapshot(t) -> dict:
     """Everything the Trial API answers about a trial, values as bytes."""
     out: dict = {"steps": t.steps(), "modes": sorted(m.name for m in t.modes()),
@@ -120,8 +128,9 @@ def test_inlined_values_equal_what_the_event_files_hold(tmp_path):
     write_steps(tmp_path, range(6), end=True)
     result = compact_trial(str(tmp_path))
     assert result.values_inlined == 6 * 2 * 4  # loss, acc, count and the reduction; not vec
-    docs = IndexReader(open_storage(str(tmp_path))).poll()
-    assert len(docs) == 12
+    reader = IndexReader(open_storage(str(tmp_path)))
+    assert reader.poll() == [] and len(reader.compacted) == 12  # columns, nothing parsed
+    docs = [reader.compacted.step_index(i) for i in range(12)]  # parsed on demand
     for si in docs:
         w = int(si.worker[-1])
         assert inline_value(si.entries["loss"]).tobytes() == value_at("loss", si.step, w).tobytes()
@@ -192,8 +201,7 @@ def test_chunk_records_are_checked_against_the_step_range(tmp_path):
     write_steps(tmp_path, range(10), end=True)
     compact_trial(str(tmp_path))
     m = manifest.read_head(manifest_storage(tmp_path))
-    c = m.chunks[0]
-    m.chunks[0] = manifest.ChunkRef(c.key, c.first_step, 5, c.files, c.sha256, c.nbytes)
+    m.chunks[0] = dataclasses.replace(m.chunks[0], last_step=5)
     m.last_key = "index/000000000/000000000005_worker_1.json"
     manifest.write_head(manifest_storage(tmp_path), m)
     with pytest.raises(manifest.ManifestInvalid, match="header last_step=9; expected 5"):

@@ -140,7 +140,13 @@ def test_golden_compacted_on_s3_makes_no_event_file_get_for_scalars(s3_endpoint,
     assert compacted.index_files_read == 0
     before = gets(compacted)
     assert scalar_reads(compacted, names, reductions) == expected
-    assert gets(compacted) == before and compacted.event_file_reads == 0
+    # No event file read: only the manifest's chunks, once each for the steps' documents and
+    # a ranged GET of each history's tensor section.
+    # (A trial this short is parsed whole at open: then no GET at all.)
+    seg = compacted.step_table.compacted
+    chunks = 0 if seg is None else len(seg.refs)
+    assert gets(compacted) - before <= chunks * (1 + len(names))
+    assert compacted.event_file_reads == 0
     assert answers(compacted) == answers(local)
 
 
@@ -214,7 +220,10 @@ def test_torch_trial_on_s3_compacted_at_close(tmp_path, s3_endpoint, s3_bucket,
     expected = scalar_reads(plain, names, reductions)
     before = gets(compacted)
     assert scalar_reads(compacted, names, reductions) == expected
-    assert gets(compacted) == before and compacted.event_file_reads == 0
+    seg = compacted.step_table.compacted  # see the golden test above
+    chunks = 0 if seg is None else len(seg.refs)
+    assert gets(compacted) - before <= chunks * (1 + len(names))
+    assert compacted.event_file_reads == 0
     assert answers(compacted) == answers(plain)
 
 

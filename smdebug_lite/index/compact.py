@@ -10,12 +10,12 @@ manifest is extended: its chunks are kept and only the index files after it are 
 from __future__ import annotations
 
 import json
-import os
 import time
 import zlib
 from dataclasses import dataclass
 
-from smdebug_lite.exceptions import IndexReaderException
+from smdebug_lite.env_settings import env_bool, env_int
+from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     END_OF_JOB_FILE,
@@ -110,8 +110,7 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
         texts = storage.read_many(group)
         result.index_files_read += len(group)
         records = [mf.IndexRecord(k, t) for k, t in zip(group, texts, strict=True)]
-        if inline:
-            result.values_inlined += _inline(storage, records)
+        result.values_inlined += _describe(storage, records, inline)
         chunks.append(mf.write_chunk(storage, records))
         result.chunks_written += 1
         last_key, last_crc = group[-1], zlib.crc32(texts[-1])
@@ -130,13 +129,9 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
     """The hook's call at close: compacts unless `SMDEBUG_COMPACT=0`, the caller is not the
     chief worker, or the trial has fewer than `SMDEBUG_COMPACT_MIN_FILES` (default 1000) index
     files. Never raises: a failure is logged and the trial stays readable without a manifest."""
-    if not chief or os.environ.get("SMDEBUG_COMPACT", "1").strip().lower() in (
-            "0", "false", "off", "no"):
+    if not chief or not env_bool("SMDEBUG_COMPACT", True):
         return None
-    try:
-        min_files = int(os.environ.get("SMDEBUG_COMPACT_MIN_FILES", DEFAULT_MIN_FILES))
-    except ValueError:
-        min_files = DEFAULT_MIN_FILES
+    min_files = env_int("SMDEBUG_COMPACT_MIN_FILES", DEFAULT_MIN_FILES)
     try:
         result = compact_trial(out_dir, min_files=min_files)
         if result.chunks_written:  # a short run is left as it is, and says nothing
@@ -200,17 +195,28 @@ def _groups(keys: list[str], chunk_steps: int) -> list[list[str]]:
     return out
 
 
-def _inline(storage: Storage, records: list[mf.IndexRecord]) -> int:
-    """Read one-element records and keep their values on the records; returns how many."""
-    from smdebug_lite.trials.value_reader import ValueReader  # the trial's own decoding
+def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> int:
+    """Parse each record once: fill what the manifest's columns hold (mode, mode step, tensor
+    names, or why it is damaged) and, with `inline`, read one-element records and keep their
+    values on the records. Returns how many values were inlined."""
+    reader = None
+    if inline:
+        from smdebug_lite.trials.value_reader import ValueReader  # the trial's own decoding
 
-    reader = ValueReader(storage, cache_bytes=64 * 1024 * 1024)
+        reader = ValueReader(storage, cache_bytes=64 * 1024 * 1024)
     count = 0
     for r in records:
         try:
             si = parse_step_index(r.raw, r.key)
-        except IndexReaderException:
-            continue  # readers report it; nothing to inline
+        except IndexReaderException as e:
+            r.damage = e.reason if isinstance(e, IndexFileCorrupted) else e.message
+            continue
+        r.mode, r.mode_step = si.mode.value, si.mode_step
+        r.names = tuple(sorted(si.names))
+        r.entry_names = frozenset(si.entries)
+        r.original_names = si.original_names
+        if reader is None:
+            continue
         for e in all_entries(si):
             name = e.get("tensorname")
             if not isinstance(name, str) or not _may_be_scalar(e, name):

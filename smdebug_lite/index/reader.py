@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from smdebug_lite.env_settings import env_bool
 from smdebug_lite.exceptions import (
     IndexFileCorrupted,
     IndexReaderException,
@@ -37,6 +37,7 @@ from smdebug_lite.format.locations import (
     step_dir_name,
 )
 from smdebug_lite.index import manifest as _manifest
+from smdebug_lite.index.compacted import CompactedIndex
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
@@ -109,8 +110,9 @@ class StepIndex:
 
 _SHAPES: dict[object, tuple[int, ...]] = {}
 SHAPE_CACHE = _SHAPES  # public name: shape text -> shared tuple, read by the value reader
-_SHAPE_OPEN = b'"shape": ['
-_SHAPE_CLOSE = b'], "content_offset"'
+_PAYLOAD_QUOTED = b'"tensor_payload": "['
+_TAIL = b'}], "shape_payload": []}'
+_TAIL_QUOTED = b'}]", "shape_payload": "[]"}'
 
 
 def _shapes_as_strings(text: bytes) -> bytes | None:
@@ -120,11 +122,29 @@ def _shapes_as_strings(text: bytes) -> bytes | None:
     and rescan (hundreds of thousands of them for a long job, in every collection of the user's
     process until a full one). With the shape as a string every entry holds atomic values only
     and is never tracked; `entry_shape` turns it into a (shared) tuple on use. Applied only to
-    the layout smdebug-lite writes (shape right before content_offset, no shape_payload).
+    the layout smdebug-lite writes (no shape_payload), where the only other brackets are the
+    two payload lists: every `[` gets a quote before it and every `]` one after it (two
+    single-byte replaces, several times cheaper than searching for the shapes), then the payload
+    lists get theirs back. A bracket inside a string (a tensor name) would thus end that string
+    and leave invalid JSON, which the caller parses the usual way instead.
     """
+    if not text.endswith(_TAIL):
+        return None
+    quoted = text.replace(b"[", b'"[').replace(b"]", b']"')
+    at = quoted.find(_PAYLOAD_QUOTED)
+    if at < 0:
+        return None
+    view = memoryview(quoted)
+    return b"".join((view[:at], b'"tensor_payload": [',
+                     view[at + len(_PAYLOAD_QUOTED) : len(quoted) - len(_TAIL_QUOTED)], _TAIL))
+
+
+def _shapes_searched(text: bytes) -> bytes | None:
+    """`_shapes_as_strings` for a text with brackets in its strings: the shapes are found by
+    their text (`"shape": [..], "content_offset"`), leaving any other bracket alone."""
     if text.endswith(b'"shape_payload": []}'):
-        return text.replace(_SHAPE_OPEN, b'"shape": "[').replace(_SHAPE_CLOSE,
-                                                                  b']", "content_offset"')
+        return text.replace(b'"shape": [', b'"shape": "[').replace(
+            b'], "content_offset"', b']", "content_offset"')
     return None
 
 
@@ -260,8 +280,8 @@ def _event_rel(value: object, step: int, worker: str) -> str:
     file must not send reads elsewhere); smdebug's default when it is absent."""
     if not value:
         return event_file_name(step, worker)
-    if not isinstance(value, str) or value.startswith(("/", "\\")) or ".." in value.split("/") \
-            or "\0" in value:
+    if not isinstance(value, str) or value.startswith(("/", "\\")) or (
+            ".." in value and ".." in value.split("/")) or "\0" in value:
         raise _Malformed(f"meta.event_file_name={value!r} is not a path inside the trial")
     return value
 
@@ -289,8 +309,12 @@ def parse_step_index(text: bytes | str, key: str,
         if compact is not None:
             try:
                 doc = _fast_loads(compact)
-            except ValueError:  # not quite our layout after all
-                compact = None
+            except ValueError:  # a bracket in a name, or not quite our layout after all
+                compact = _shapes_searched(text)
+                try:
+                    doc = None if compact is None else _fast_loads(compact)
+                except ValueError:
+                    compact = None
         if doc is None:
             doc = _loads(text, key)
     except JSONFileRejected as e:
@@ -350,7 +374,7 @@ def parse_step_index(text: bytes | str, key: str,
         si.original_names = originals or None
     if si.shapes:
         si.names = set(entries).union(si.reductions or (), si.shapes)
-    elif si.reductions:
+    else:  # shared by the index files listing the same names: compared by identity
         si.names = layout.names
     return si
 
@@ -366,6 +390,14 @@ def _attach_inline(si: StepIndex, values: dict[str, str]) -> None:
         e = entries.get(name)
         if e is not None and text.__class__ is str:
             e[key] = text
+
+
+def _step_index_of(record: _manifest.IndexRecord) -> StepIndex:
+    """A manifest's index document parsed, with its inlined values in its entries."""
+    si = parse_step_index(record.raw, record.key, (record.step, record.worker))
+    if record.inline:
+        _attach_inline(si, record.inline)
+    return si
 
 
 def all_entries(si: StepIndex) -> list[Entry]:
@@ -448,12 +480,13 @@ class IndexReader:
         self._damaged: list[IndexFileCorrupted] = []
         # The compacted index (manifest.py): used unless SMDEBUG_USE_MANIFEST=0 or it fails a
         # check.
-        self.use_manifest = os.environ.get("SMDEBUG_USE_MANIFEST", "1").strip().lower() not in (
-            "0", "false", "off", "no")
+        self.use_manifest = env_bool("SMDEBUG_USE_MANIFEST", True)
         self.manifest: _manifest.Manifest | None = None  # the one in use, once read
         self.manifest_docs = 0  # index documents taken from it
         self.manifest_chunks_read = 0
         self.manifest_problem: str | None = None  # why it was not used
+        self.compacted: CompactedIndex | None = None  # the steps it covers, as columns
+        self._compacted: CompactedIndex | None = None  # not yet taken by the trial
         self._manifest_checked = False
 
     def poll(self) -> list[StepIndex]:
@@ -521,11 +554,11 @@ class IndexReader:
         return docs
 
     def _poll_with_manifest(self) -> list[StepIndex] | None:
-        """The first poll from the manifest, or None (after a warning) when it is absent or
+        """The first poll over the manifest, or None (after a warning) when it is absent or
         fails a check: checksums, step ranges, the last compacted file unchanged, and no index
-        file listed after it for a step it claims to cover. Chunks are decoded and parsed one
-        at a time (memory holds one chunk's text, not the trial's); anything parsed from them
-        is dropped if a later one fails its checks."""
+        file listed after it for a step it claims to cover. The steps it covers are not parsed
+        here: they become `self.compacted` (columns, see `compacted.py`; the trial takes them
+        with `take_compacted`); the index files after them are read and returned."""
         storage = self.storage
         try:
             m = _manifest.read_head(storage)
@@ -534,7 +567,7 @@ class IndexReader:
             start, end = self.range_steps or (None, None)
             refs = [c for c in m.chunks if (end is None or c.first_step < end)
                     and (start is None or c.last_step >= start)]
-            datas: list[bytes | None] = list(_manifest.fetch_chunks(storage, refs))
+            compacted = CompactedIndex(storage, m, refs, self.range_steps, _step_index_of)
             _manifest.check_fresh(storage, m)
         except _manifest.ManifestInvalid as e:
             return self._manifest_unusable(str(e))
@@ -548,34 +581,28 @@ class IndexReader:
             self._restore(saved)
             return self._manifest_unusable(f"stale: {stale[0]} was written after compaction "
                                            f"for a step the manifest covers (up to {last})")
+        for key, reason, step, worker in compacted.damaged:
+            damage = IndexFileCorrupted(storage.uri(key), reason, step, worker)
+            self.bad_files[key] = str(damage)
+            self._damaged.append(damage)
+            logger.error("Skipping step %d of %s: %s", step, worker, damage)
         docs: list[StepIndex] = []
-        try:
-            for i, ref in enumerate(refs):
-                data, datas[i] = datas[i], None
-                records = _manifest.decode_chunk(data, ref)  # type: ignore[arg-type]
-                del data
-                keys: list[str] = []
-                texts: list[bytes | None] = []
-                chunk_names: dict[str, tuple[int, str]] = {}
-                inline: dict[str, dict[str, str]] = {}
-                whole = self.range_steps is None or (
-                    step_in_range(self.range_steps, ref.first_step)
-                    and step_in_range(self.range_steps, ref.last_step))
-                for r in records:
-                    if not whole and not step_in_range(self.range_steps, r.step):
-                        continue
-                    keys.append(r.key)
-                    texts.append(r.raw)
-                    chunk_names[r.key] = (r.step, r.worker)
-                    if r.inline:
-                        inline[r.key] = r.inline
-                del records
-                docs += self._parse(keys, texts, chunk_names, inline)
-        except _manifest.ManifestInvalid as e:
-            self._restore(saved)
-            return self._manifest_unusable(str(e))
+        if compacted.parse_at_open:
+            # A short trial: every document parsed now, as its per-step files would be, and
+            # held as the trial holds those (its first reads then cost what later ones do).
+            try:
+                records = list(compacted.records())
+            except _manifest.ManifestInvalid as e:
+                self._restore(saved)
+                return self._manifest_unusable(str(e))
+            docs = self._parse([r.key for r in records], [r.raw for r in records],
+                               {r.key: (r.step, r.worker) for r in records},
+                               {r.key: r.inline for r in records if r.inline})
+            del records
+        else:
+            self.compacted = self._compacted = compacted
         self.manifest = m
-        self.manifest_docs = len(docs)
+        self.manifest_docs = len(compacted)
         self.manifest_chunks_read = len(refs)
         if later:
             try:
@@ -586,6 +613,11 @@ class IndexReader:
             self.files_read += len(more)
             docs += more
         return docs
+
+    def take_compacted(self) -> CompactedIndex | None:
+        """The steps the manifest covers, once (None before and after)."""
+        found, self._compacted = self._compacted, None
+        return found
 
     def _manifest_unusable(self, why: str) -> None:
         self.manifest_problem = why

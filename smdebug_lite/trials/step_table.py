@@ -5,21 +5,31 @@ polls) and `Tensor` (which looks its steps up in it) share one public interface 
 each other's fields. It also keeps what decides whether a step is complete, as smdebug did: a
 step is complete when every worker wrote it (or its index file was found damaged), when the
 trial loaded everything, or when it is at or below `last_complete_step`.
+
+The steps a manifest covers come as one `CompactedIndex` (columns, `add_compacted`) rather
+than as StepIndex objects: the table answers from its columns, and parses a document (through
+the compacted index's chunk cache) only when a caller needs that step's entries. Its rows come
+first in the table's order of index files; files added one by one follow them.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, MutableMapping, Sequence
 from enum import Enum
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
+
+import numpy as np
 
 from smdebug_lite.exceptions import IndexFileCorrupted
 from smdebug_lite.index import StepIndex
+from smdebug_lite.index.compacted import CompactedIndex
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.trials.array_map import ArrayMap
 
 GLOBAL = ModeKeys.GLOBAL
+_MODE_OF_VALUE = {m.value: m for m in ModeKeys}
 
 
 class StepState(Enum):
@@ -50,14 +60,25 @@ class StepTable:
         # tensor's steps are found per run rather than per index file.
         self._run_starts: list[int] = []
         self._run_names: list[Any] = []
-        self._global_to_mode: dict[int, tuple[ModeKeys, int]] = {}
-        self._mode_to_global: dict[ModeKeys, dict[int, int]] = {}
+        # dicts, or ArrayMaps once a manifest's steps are added
+        self._global_to_mode: MutableMapping[int, tuple[ModeKeys, int]] = {}
+        self._mode_to_global: dict[ModeKeys, MutableMapping[int, int]] = {}
+        self._step_modes = np.zeros(0, dtype=np.int8)  # of the ArrayMaps' steps
+        self._step_mode_steps = np.zeros(0, dtype=np.int64)
+        self._mode_gsteps: dict[ModeKeys, np.ndarray] = {}  # values of the mode ArrayMaps
         self._names_of_mode: dict[ModeKeys, set[str]] = {}
         self._last_step_of_worker: dict[str, int] = {}
         # global step -> worker -> why its index file could not be read (the step's other
         # workers, and every other step, stay readable)
         self._damaged: dict[int, dict[str, IndexFileCorrupted]] = {}
         self._index_workers: set[str] = set()
+        # The steps of a manifest, as columns: its rows are index files 0..len-1 of the
+        # table's order. `_seg_steps[i]`'s rows are `_seg_bounds[i]:_seg_bounds[i + 1]`.
+        self._seg: CompactedIndex | None = None
+        self._seg_rows = 0
+        self._seg_last = -1
+        self._seg_steps = np.zeros(0, dtype=np.int64)
+        self._seg_bounds = np.zeros(1, dtype=np.int64)
 
     def __len__(self) -> int:
         """Distinct global steps with at least one index file read."""
@@ -100,6 +121,87 @@ class StepTable:
             self.last_complete_step = step
         self.version += 1
 
+    def add_compacted(self, seg: CompactedIndex) -> None:
+        """The steps a manifest covers, before any index file is added one by one."""
+        if self._seg is not None or self._log:
+            raise ValueError("a compacted index must be the first thing added to a step table")
+        self._seg, self._seg_rows = seg, len(seg)
+        if not len(seg):
+            return
+        steps = seg.step
+        self._seg_last = int(steps[-1])
+        first = np.flatnonzero(np.r_[True, steps[1:] != steps[:-1]])  # rows are in step order
+        ustep = steps[first]
+        self._seg_steps = ustep
+        self._seg_bounds = np.r_[first, len(steps)].astype(np.int64)
+        counts = np.diff(self._seg_bounds)
+        # Step -> (mode, mode step) of the first index file of the step, and per mode its
+        # mode steps -> the first global step holding each: arrays, not dicts (see ArrayMap).
+        self._step_modes = seg.mode[first].copy()
+        self._step_mode_steps = seg.mode_step[first].copy()
+        self._global_to_mode = ArrayMap(ustep, self._mode_at)
+        # A row repeating the previous row's mode and mode step never comes first.
+        new = np.flatnonzero(np.r_[True, (seg.mode[1:] != seg.mode[:-1])
+                                   | (seg.mode_step[1:] != seg.mode_step[:-1])])
+        for value in np.unique(seg.mode[new]).tolist():
+            mode = _MODE_OF_VALUE[value]
+            if mode is GLOBAL:
+                continue
+            rows = new[seg.mode[new] == value]
+            mode_steps, at = np.unique(seg.mode_step[rows], return_index=True)
+            m2g = self._mode_gsteps[mode] = steps[rows[at]]
+            self._mode_to_global[mode] = ArrayMap(mode_steps, _int_at(m2g))
+            names = self._names_of_mode.setdefault(mode, set())
+            for k in np.unique(seg.nameset[rows]).tolist():
+                names.update(seg.namesets[k])
+        ustep_list = ustep.tolist()
+        if ustep_list[-1] > self.max_step:
+            self.max_step = ustep_list[-1]
+        for w, name in enumerate(seg.workers):
+            rows = seg.worker == w
+            if rows.any():
+                last = int(steps[rows].max())
+                if last > self._last_step_of_worker.get(name, -1):
+                    self._last_step_of_worker[name] = last
+                self._index_workers.add(name)
+        written = counts
+        if self._damaged:
+            written = counts + np.array([len(self._damaged.get(g, ())) for g in ustep_list])
+        full = ustep[written >= self.num_workers]
+        if len(full) and int(full[-1]) > self.last_complete_step:
+            self.last_complete_step = int(full[-1])
+        seg.drop_modes()  # kept here, per step
+        self.version += 1
+
+    def _mode_at(self, i: int) -> tuple[ModeKeys, int]:
+        return _MODE_OF_VALUE[int(self._step_modes[i])], int(self._step_mode_steps[i])
+
+    def _modes_of(self, gsteps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ModeKeys values, mode steps) of global steps (KeyError for one not known)."""
+        g2m = self._global_to_mode
+        assert isinstance(g2m, ArrayMap)
+        at = g2m.positions(gsteps)
+        modes = self._step_modes[np.maximum(at, 0)].astype(np.int64)
+        mode_steps = self._step_mode_steps[np.maximum(at, 0)].copy()
+        for i in np.flatnonzero(at < 0).tolist():
+            m, ms = g2m[int(gsteps[i])]  # added one by one (KeyError if unknown)
+            modes[i], mode_steps[i] = m.value, ms
+        return modes, mode_steps
+
+    @property
+    def compacted(self) -> CompactedIndex | None:
+        """The manifest's steps, when the trial was opened from one."""
+        return self._seg
+
+    def _seg_range(self, gs: int) -> tuple[int, int] | None:
+        """Rows of the compacted index at global step `gs`, or None."""
+        if gs > self._seg_last or gs < 0:
+            return None
+        i = int(np.searchsorted(self._seg_steps, gs))
+        if i >= len(self._seg_steps) or int(self._seg_steps[i]) != gs:
+            return None
+        return int(self._seg_bounds[i]), int(self._seg_bounds[i + 1])
+
     def add_damage(self, damage: IndexFileCorrupted) -> None:
         """A worker's index file of a step that could not be read: the worker did write the
         step, so it counts towards the step's completeness, and asking for the step raises
@@ -132,7 +234,7 @@ class StepTable:
     # -- steps and modes -------------------------------------------------------------------
 
     @property
-    def global_to_mode(self) -> dict[int, tuple[ModeKeys, int]]:
+    def global_to_mode(self) -> MutableMapping[int, tuple[ModeKeys, int]]:
         """Global step -> (mode, mode step)."""
         return self._global_to_mode
 
@@ -158,16 +260,85 @@ class StepTable:
     # -- index files -----------------------------------------------------------------------
 
     def holders(self, gs: int) -> dict[str, StepIndex] | None:
-        """{worker: StepIndex} of every worker whose index file of global step `gs` was read."""
-        return self._by_step.get(gs)
+        """{worker: StepIndex} of every worker whose index file of global step `gs` was read
+        (do not change it)."""
+        found = self._by_step.get(gs)
+        if gs > self._seg_last:
+            return found
+        rows = self._seg_range(gs)
+        if rows is None:
+            return found
+        seg = self._seg
+        assert seg is not None
+        out = {seg.workers[int(seg.worker[p])]: seg.step_index(p) for p in range(*rows)}
+        if found:
+            out.update(found)
+        return out
 
     def first(self, gs: int) -> StepIndex:
         """The lexically first worker's StepIndex of global step `gs` (KeyError if none)."""
+        if gs <= self._seg_last:
+            held = self.holders(gs)
+            if held:
+                return held[min(held)]
         return self._first[gs]
 
     def first_of_each(self, gsteps: Iterable[int]) -> list[StepIndex]:
         """`first(gs)` for each of `gsteps`, in order."""
+        if self._seg_rows:
+            return list(map(self.first, gsteps))
         return list(map(self._first.__getitem__, gsteps))
+
+    def inlined_values(self, name: str, steps: Sequence[int], gsteps: Sequence[int],
+                       mode: ModeKeys, worker: str | None) -> list[np.ndarray]:
+        """The values of tensor `name` that a manifest inlined, for the longest leading run of
+        `steps` (of `mode`; `gsteps` their global steps, as `select` gives them) it can
+        answer: at each, from `worker`'s index file, else from the lexically first worker's
+        that lists `name` (what `Tensor` would pick). Read from the tensor's columns, no
+        document parsed."""
+        rows = self._picked_rows(name, steps, gsteps, mode, worker)
+        return self._seg.inlined(name, rows) if len(rows) else []  # type: ignore[union-attr]
+
+    def picked_step_indexes(self, name: str, steps: Sequence[int], gsteps: Sequence[int],
+                            mode: ModeKeys, worker: str | None) -> list[StepIndex]:
+        """Like `inlined_values`, the index files (parsed now) a value of `name` is read from
+        for the leading run of steps a manifest covers: only the picked worker's documents
+        are parsed, not every worker's."""
+        seg = self._seg
+        rows = self._picked_rows(name, steps, gsteps, mode, worker)
+        return [seg.step_index(p) for p in rows.tolist()] if len(rows) else []  # type: ignore[union-attr]
+
+    def _picked_rows(self, name: str, steps: Sequence[int], gsteps: Sequence[int],
+                     mode: ModeKeys, worker: str | None) -> np.ndarray:
+        """Rows of the compacted index for the leading run of `steps` it can answer."""
+        seg = self._seg
+        none = np.zeros(0, dtype=np.int64)
+        if seg is None or not gsteps or gsteps[0] > self._seg_last:
+            return none
+        arr = np.asarray(gsteps, dtype=np.int64)
+        if mode is not GLOBAL and not (worker is None and self.one_index_per_step()):
+            # A step is looked up by its mode step (the first global step holding it).
+            m2g = self._mode_to_global.get(mode, {})
+            if isinstance(m2g, ArrayMap) and not m2g.extra:
+                at = m2g.positions(np.asarray(steps, dtype=np.int64))
+                arr = np.where(at >= 0, self._mode_gsteps[mode][np.maximum(at, 0)], -1)
+            else:
+                arr = np.array([m2g.get(s, -1) for s in steps], dtype=np.int64)
+        beyond = (arr > self._seg_last) | (arr < 0)
+        if self._by_step:
+            overlap = [g for g in self._by_step if g <= self._seg_last]
+            if overlap:
+                beyond |= np.isin(arr, overlap)
+        stop = np.flatnonzero(beyond)
+        k = int(stop[0]) if len(stop) else len(arr)
+        wid = None
+        if worker is not None:
+            if worker not in seg.workers:
+                return none
+            wid = seg.workers.index(worker)
+        rows = seg.pick_rows(name, arr[:k], wid)
+        missing = np.flatnonzero(rows < 0)
+        return rows[:int(missing[0])] if len(missing) else rows
 
     def only(self, mode: ModeKeys | None, step: int) -> StepIndex | None:
         """The StepIndex of `step` (in `mode` numbering) when exactly one worker's was read,
@@ -177,6 +348,9 @@ class StepTable:
         else:
             m2g = self._mode_to_global.get(mode)  # type: ignore[arg-type]
             gs = None if m2g is None else m2g.get(step)
+        if gs is not None and gs <= self._seg_last:
+            held = self.holders(gs)
+            return next(iter(held.values())) if held and len(held) == 1 else None
         by_worker = self._by_step.get(gs)  # type: ignore[arg-type]
         if by_worker is not None and len(by_worker) == 1:
             return self._first[gs]  # type: ignore[index]
@@ -185,17 +359,27 @@ class StepTable:
     @property
     def index_count(self) -> int:
         """Index files added so far (the position `added_since` counts from)."""
-        return len(self._log)
+        return self._seg_rows + len(self._log)
 
     def added_since(self, n: int) -> Iterable[StepIndex]:
-        """Index files added after the first `n`, in the order they were added."""
-        return islice(self._log, n, None)
+        """Index files added after the first `n`, in the order they were added (those of a
+        manifest are parsed on the way)."""
+        if n < self._seg_rows:
+            seg = self._seg
+            assert seg is not None
+            return chain(map(seg.step_index, range(n, self._seg_rows)), self._log)
+        return islice(self._log, n - self._seg_rows, None)
 
     def steps_holding(self, name: str, since: int = 0) -> list[int]:
         """Global steps (with repeats, one per index file; in the order added) of the index
         files after the first `since` that list tensor `name`."""
-        starts, run_names, steps = self._run_starts, self._run_names, self._log_steps
         out: list[int] = []
+        if since < self._seg_rows:
+            seg = self._seg
+            assert seg is not None
+            out = seg.step[since:][seg.rows_holding(name, since)].tolist()
+        since = max(0, since - self._seg_rows)
+        starts, run_names, steps = self._run_starts, self._run_names, self._log_steps
         i = max(0, bisect.bisect_right(starts, since) - 1)
         for k in range(i, len(starts)):
             if name in run_names[k]:
@@ -224,7 +408,12 @@ class StepTable:
 
     def workers_written(self, gs: int) -> int:
         """Workers whose index file of `gs` was read or found damaged."""
-        return len(self._by_step.get(gs, ())) + len(self._damaged.get(gs, ()))
+        n = len(self._by_step.get(gs, ())) + len(self._damaged.get(gs, ()))
+        if gs <= self._seg_last:
+            rows = self._seg_range(gs)
+            if rows is not None:
+                n += rows[1] - rows[0]
+        return n
 
     def is_complete(self, gs: int) -> bool:
         return (
@@ -242,14 +431,23 @@ class StepTable:
                 gsteps = [g for g in gsteps if self.is_complete(g)]
             return gsteps, gsteps
         g2m = self._global_to_mode
-        pairs = []
-        for g in global_steps:
-            m, ms = g2m[g]
-            if m is mode:
-                pairs.append((ms, g))
-        pairs.sort()
+        if isinstance(g2m, ArrayMap):  # a manifest's steps: looked up together
+            gs = np.fromiter(global_steps, dtype=np.int64)
+            modes, mode_steps = self._modes_of(gs)
+            picked = modes == mode.value
+            gs, mode_steps = gs[picked], mode_steps[picked]
+            order = np.lexsort((gs, mode_steps))
+            pairs = list(zip(mode_steps[order].tolist(), gs[order].tolist(), strict=True))
+        else:
+            pairs = []
+            for g in global_steps:
+                m, ms = g2m[g]
+                if m is mode:
+                    pairs.append((ms, g))
+            pairs.sort()
         if not show_incomplete and not self.all_loaded:
-            pairs = [p for p in pairs if self.is_complete(p[1])]
+            lcs = self.last_complete_step
+            pairs = [p for p in pairs if p[1] <= lcs or self.is_complete(p[1])]
         return [p[0] for p in pairs], [p[1] for p in pairs]
 
     def all_steps(self, mode: ModeKeys) -> list[int]:
@@ -287,6 +485,11 @@ class StepTable:
                 if worker in by_worker:
                     return by_worker[worker]
         return None
+
+
+def _int_at(values: np.ndarray) -> Any:
+    """`ArrayMap`'s value_at for an array of ints."""
+    return lambda i: int(values[i])
 
 
 def _same_names(a: Any, b: Any) -> bool:

@@ -45,6 +45,8 @@ class Tensor:
         self._fetch = trial.value_fetcher
         # One stored value; on FileNotFoundError the callers go on with `_fetch.wait_for`.
         self._read = trial.value_fetcher.read
+        # A reduction computed from the stored value (kept, and batched over steps).
+        self._reduce = trial.value_fetcher.reader.reduction
         self._gsteps: list[int] = []
         self._scanned = 0  # how many of the trial's index files _gsteps covers
         # (mode, show_incomplete) -> (table version, (steps, global steps)) of the last query
@@ -229,12 +231,21 @@ class Tensor:
         worker = check_worker(worker)
         self.trial.maybe_refresh()
         steps, gsteps = self._select(mode, False)
+        # Steps of a manifest whose values it inlined: from its columns, no document parsed.
+        head = self._table.inlined_values(self.name, steps, gsteps, mode, worker)
+        if head:
+            done = dict(zip(steps, head, strict=False))  # head: a leading part
+            steps, gsteps = steps[len(head):], gsteps[len(head):]
+            if not steps:
+                return done
+        # Steps of a manifest: only the picked worker's documents are parsed.
+        sis = self._table.picked_step_indexes(self.name, steps, gsteps, mode, worker)
+        n = len(sis)
         one_worker = worker is None and self._table.one_index_per_step()
         if one_worker:
-            sis = self._table.first_of_each(gsteps)
+            sis += self._table.first_of_each(gsteps[n:])
         else:
-            sis = []
-            for s, gs in zip(steps, gsteps, strict=True):
+            for s, gs in zip(steps[n:], gsteps[n:], strict=True):
                 held, _ = self._lookup(s, mode)
                 sis.append(self._pick(held, gs, s, mode, worker))
             one_worker = worker is not None
@@ -243,7 +254,8 @@ class Tensor:
             # paused meanwhile rather than rescanning the trial's index objects repeatedly.
             with gc_paused():
                 arrays = self._fetch.many(sis, self.name, one_worker)
-                return dict(zip(steps, arrays, strict=True))
+                found = dict(zip(steps, arrays, strict=True))
+                return {**done, **found} if head else found
         except NoRawValue as e:
             raise self._no_value(sis[e.index], steps[e.index], mode) from None
 
@@ -343,7 +355,10 @@ class Tensor:
         if entry is None:
             raise TensorUnavailableForStep(name, step_num, mode)
         check_reduction_name(reduction_name)
-        value = self._fetch.one(si, entry, name)
+        try:
+            return self._reduce(si, entry, reduction_name, bool(abs))
+        except FileNotFoundError:
+            value = self._fetch.wait_for(si, entry, name)
         return compute_reduction(reduction_name, value, bool(abs), tensor_name=name)
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,

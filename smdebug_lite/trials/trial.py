@@ -282,6 +282,16 @@ class Trial:
 
     def _poll(self) -> list[StepIndex]:
         docs = self._index.poll()
+        compacted = self._index.take_compacted()
+        if compacted is not None:  # the steps a manifest covers, as columns
+            for name in compacted.all_names() - self._tensors.keys():
+                self._tensors[name] = Tensor(name, self)
+            for _, originals in compacted.original_names:
+                for name, original in originals.items():
+                    self._tensors[name].original_name = original
+            self.step_table.add_compacted(compacted)
+            self._last_new_data = time.monotonic()
+            self._advance_token()
         for damage in self._index.take_damaged():
             self.step_table.add_damage(damage)
         return docs
@@ -292,8 +302,13 @@ class Trial:
         with gc_paused():
             tensors = self._tensors
             add = self.step_table.add
+            last = None
             for si in docs:
                 names = si.names
+                if names is last and not si.original_names:  # the same names: one shared set
+                    add(si)
+                    continue
+                last = names
                 keys = names.keys() if isinstance(names, dict) else names
                 if not keys <= tensors.keys():  # usually the same tensors as the step before
                     for name in keys - tensors.keys():

@@ -15,6 +15,9 @@ per event file in a byte-bounded LRU cache:
   `whole_file_max`), so one step of all tensors costs one read per file. A saved reduction reads
   only the file's reduction records (ranges close together merged into one read), not the raw
   tensors between them.
+* A reduction computed from a raw value (none was saved) is kept per (tensor, worker, step);
+  the first one asked of a tensor whose other steps are in memory computes theirs in the same
+  numpy call (`reduction_batch`), so a sweep over steps costs little more than the lookups.
 * Records are decoded without protobuf: for smdebug-lite's files the index gives dtype, shape
   and the offset of the raw bytes; records written by smdebug are walked to their tensor bytes
   (`format.event_view`). Each record's CRC32C from the index is checked before use; files
@@ -60,9 +63,10 @@ from smdebug_lite.index import (
     shape_tuple,
 )
 from smdebug_lite.index.reader import SHAPE_CACHE, entry_problem
-from smdebug_lite.reductions import REDUCTIONS_PREFIX
+from smdebug_lite.reductions import REDUCTIONS_PREFIX, compute_reduction
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
+from smdebug_lite.trials.reduction_batch import MIN_ROWS, batchable, reduce_rows
 
 # The keys of an index entry written by smdebug-lite for a plain numeric tensor.
 _FAST_FIELDS = itemgetter("start_idx", "length", "crc32c", "dtype", "shape", "content_offset")
@@ -77,6 +81,8 @@ _REMOTE_GAP = 1 << 20
 # whatever lies between them (cheaper than working out, and making, several reads).
 _LOCAL_SPAN = 64 << 10
 _ARRAY_OVERHEAD = 128  # approximate bytes of an ndarray object, for cache accounting
+# Computed reductions kept (about 100 bytes each); all are dropped past this many.
+_REDUCED_MAX = 1 << 18
 _BATCH_BYTES = 64 << 20  # records read alone are fetched about this many bytes at a time
 _DTYPES: dict[str, np.dtype] = {
     np.dtype(t).str: np.dtype(t)
@@ -171,6 +177,10 @@ class ValueReader:
         self.range_reads = 0
         self.bytes_read = 0
         self.inline_reads = 0  # values taken from a manifest's inlined scalars (no event file)
+        # Reductions computed from raw values: (record name, worker, reduction, abs) ->
+        # {step: value}. They depend on the record's bytes only, so eviction keeps them.
+        self._reduced: dict[tuple[str, str, str, bool], dict[int, np.generic]] = {}
+        self._reduced_count = 0
 
     # -- cache -----------------------------------------------------------------------------
 
@@ -227,6 +237,8 @@ class ValueReader:
             self._forget(evicted)
 
     def clear(self) -> None:
+        self._reduced.clear()
+        self._reduced_count = 0
         self._cache.clear()
         self._partial.clear()
         self._columns.clear()
@@ -446,6 +458,42 @@ class ValueReader:
         self._remember(fs, name, arr)  # type: ignore[arg-type]
         self._account(fs, _ARRAY_OVERHEAD + (0 if arr.base is not None else arr.nbytes))
         return arr
+
+    def reduction(self, si: StepIndex, entry: Entry, reduction: str,
+                  is_abs: bool) -> np.generic:
+        """`compute_reduction` of the record's value (FileNotFoundError as `read`). A value
+        asked for again comes from memory; the first one asked of a tensor whose other steps
+        are in memory already computes theirs too, in one numpy call (`reduction_batch`)."""
+        name: str = entry.get("tensorname")  # type: ignore[assignment]
+        key = (name, si.worker, reduction, is_abs)
+        done = self._reduced.get(key)
+        if done is not None:
+            value = done.get(si.step)
+            if value is not None:
+                return value
+        arr = self.read(si, entry)
+        if done is None:
+            if self._reduced_count >= _REDUCED_MAX:
+                self._reduced.clear()
+                self._reduced_count = 0
+            done = self._reduced[key] = {}
+        col = self._columns.get((name, si.worker))
+        if col is not None and len(col) - len(done) >= MIN_ROWS and batchable(reduction, arr):
+            shape, dt = arr.shape, arr.dtype
+            steps = [s for s, a in col.items() if s not in done and a.shape == shape
+                     and a.dtype == dt and a.flags.c_contiguous]
+            if len(steps) >= MIN_ROWS:
+                found = reduce_rows(reduction, is_abs, [col[s] for s in steps], name)
+                if found is not None:
+                    done.update(zip(steps, found, strict=True))
+                    self._reduced_count += len(found)
+                    value = done.get(si.step)
+                    if value is not None:
+                        return value
+        value = compute_reduction(reduction, arr, is_abs, tensor_name=name)
+        done[si.step] = value
+        self._reduced_count += 1
+        return value
 
     def _quick(self, fs: _FileState, name: str, entry: Entry) -> np.ndarray | None:
         """A record in smdebug's layout viewed from bytes read before (the whole file or a
