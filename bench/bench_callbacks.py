@@ -15,7 +15,8 @@ cycle not yet found); with fits of 100 steps after 30 the callbacks read +12% to
 (median), the hook alone as much. Per block, the overhead is the mean of a side's two fits
 over the mean of the two plain fits; the table gives the mean over blocks with its standard
 error and the median, as wall time and as CPU time of the training thread (which the writer
-process's work, on another CPU, does not count).
+process's work, on another CPU, does not count). The load average is printed before and after
+each process: on a shared machine the figures move with it.
 """
 
 from __future__ import annotations
@@ -210,18 +211,22 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     frameworks = [args.only] if args.only else list(FRAMEWORKS)
     blocks: dict[str, list[dict]] = {f: [] for f in frameworks}
+    loads = [os.getloadavg()[0]]
+    print(f"load average {loads[0]:.2f} at the start", flush=True)
     for r in range(args.processes):
         for fw in frameworks if r % 2 == 0 else frameworks[::-1]:
             new = _measure(fw, args.blocks, args.steps, args.warmup)
             blocks[fw].extend(new)
+            loads.append(os.getloadavg()[0])
             print(f"process {r + 1}/{args.processes} {fw}: {len(new)} blocks, median wall overhead "
                   f"callback {statistics.median(_overheads(new, 'callback', 0)):+.1f}%, hook alone "
-                  f"{statistics.median(_overheads(new, 'hook', 0)):+.1f}%", flush=True)
+                  f"{statistics.median(_overheads(new, 'hook', 0)):+.1f}% (load average "
+                  f"{loads[-1]:.2f})", flush=True)
     print(f"\nOverhead at save_interval={SAVE_INTERVAL} ({', '.join(COLLECTIONS)}; bench model), "
           f"{args.steps} steps per fit after {args.warmup}; mean over blocks ± standard error, "
-          f"median; target <= {TARGET_PCT:.0f}%")
+          f"median; target <= {TARGET_PCT:.0f}%; load average {min(loads):.2f} to {max(loads):.2f}")
     print(f"{'framework':<12} {'side':<9} {'blocks':>6} {'ms/step':>8} {'wall overhead':>17} "
-          f"{'median':>8} {'thread CPU overhead':>20}  verdict (wall)")
+          f"{'median':>8} {'thread CPU overhead':>20}  verdict (wall; CPU)")
     for fw, bs in blocks.items():
         for side in SIDES:
             ms = statistics.median(x[0] for b in bs for x in b[side])
@@ -230,7 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             wall, cpu = _overheads(bs, side, 0), _overheads(bs, side, 1)
             (wm, ws), (cm, cs) = _mean_se(wall), _mean_se(cpu)
-            verdict = _verdict(wm, ws) if side == "callback" else "(control)"
+            verdict = (f"{_verdict(wm, ws)}; {_verdict(cm, cs)}" if side == "callback"
+                       else "(control)")
             print(f"{fw:<12} {side:<9} {len(bs):>6} {ms:>8.3f} {wm:>+9.2f}% ± {ws:.2f}% "
                   f"{statistics.median(wall):>+7.2f}% {cm:>+11.2f}% ± {cs:.2f}%  {verdict}")
     return 0

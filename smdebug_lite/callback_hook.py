@@ -64,25 +64,34 @@ def save_learning_rates(hook: Any, optimizers: Iterable[Any]) -> None:
     after the first optimizer), in the current step."""
     for i, opt in enumerate(optimizers):
         for g, group in enumerate(getattr(opt, "param_groups", ())):
-            lr = group.get("lr")
-            value = _as_float(lr)
+            value = _as_float(group.get("lr"))
             if value is not None:
-                hook.save_scalar(f"{LR_PREFIX}{g}" if i == 0 else f"{LR_PREFIX}{i}.{g}", value)
+                hook.save_scalar(_lr_name(i, g), value)
+
+
+def _lr_name(optimizer: int, group: int) -> str:
+    if optimizer == 0 and group < len(_FIRST_LR_NAMES):
+        return _FIRST_LR_NAMES[group]
+    return f"{LR_PREFIX}{group}" if optimizer == 0 else f"{LR_PREFIX}{optimizer}.{group}"
+
+
+_FIRST_LR_NAMES = tuple(f"{LR_PREFIX}{g}" for g in range(8))
 
 
 def save_metrics(hook: Any, metrics: Mapping[str, Any] | None) -> None:
     """Save every number of a framework's metrics dict as ``scalar/<name>`` in the current
     step (strings and non-scalar tensors are skipped)."""
-    for name, value in (metrics or {}).items():
-        number = _as_float(value)
-        if number is not None:
-            hook.save_scalar(str(name), number)
+    if metrics:
+        for name, value in metrics.items():
+            number = _as_float(value)
+            if number is not None:
+                hook.save_scalar(name if name.__class__ is str else str(name), number)
 
 
 def _as_float(value: Any) -> float | None:
     """A float for a Python/numpy number or a one-element tensor; None for anything else."""
-    if isinstance(value, bool):
-        return float(value)
+    if value.__class__ is float:
+        return value
     if isinstance(value, numbers.Number):
         try:
             return float(value)  # type: ignore[arg-type]
@@ -90,9 +99,9 @@ def _as_float(value: Any) -> float | None:
             return None
     numel = getattr(value, "numel", None)
     if callable(numel) and numel() == 1:
-        try:
-            return float(value.detach().float().cpu().item()) if hasattr(value, "detach") else float(value)
-        except (TypeError, ValueError):
+        try:  # (a tensor on any device, of any float dtype; an array)
+            return float(value.detach() if hasattr(value, "detach") else value)
+        except (TypeError, ValueError, RuntimeError):
             return None
     return None
 

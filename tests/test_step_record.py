@@ -130,8 +130,9 @@ def test_a_scalar_saved_in_a_replayed_step_is_written_with_all_of_its_tensors(tm
         assert sorted(got) == sorted(tensors), step
         for name, value in tensors.items():
             np.testing.assert_array_equal(got[name], value, err_msg=f"{name} at step {step}")
-    # 6 replayed; 8 ended its replay (the scalar) and went in full; 10 recorded again; 12 replayed
-    assert replays == {"done": 2, "aborted": 1}
+    # 6 replayed; 8 ended its replay (the scalar) and went in full, recorded with the scalar;
+    # 10 (no scalar) ended that replay and was recorded again; 12 replayed
+    assert replays == {"done": 2, "aborted": 2}
 
 
 def test_a_second_backward_pass_in_a_replayed_step_saves_the_accumulated_gradient(tmp_path, replays):

@@ -10,6 +10,7 @@ SaveConfigMode / dict save configs, truthy flags.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,7 @@ from smdebug_lite.config.arguments import (
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugTypeError, SMDebugValueError
+from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path
 from smdebug_lite.storage.s3 import parse_s3_uri
 
@@ -105,10 +107,26 @@ def check_hook_arguments(
     )
 
 
+def check_start_step(step: Any, mode: Any, current_step: int) -> tuple[int | None, ModeKeys | None]:
+    """`start_step`'s arguments: `step` None or an int greater than `current_step` (steps only
+    go forward: a step's files are named by its number), `mode` None or a mode."""
+    if step is not None:
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise SMDebugTypeError(
+                f"start_step: step={step!r} ({type(step).__name__}) must be an int or None")
+        step = int(step)
+        if step <= current_step:
+            raise SMDebugValueError(
+                f"start_step: step={step} must be greater than the current step {current_step} "
+                "(steps only go forward)")
+    return step, None if mode is None else parse_mode(mode, "start_step: mode")
+
+
 __all__ = [
     "INCLUDE_WORKERS",
     "HookArguments",
     "check_hook_arguments",
+    "check_start_step",
     "check_out_dir",
     "check_reduction_config",
     "check_save_config",

@@ -41,7 +41,7 @@ from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
 from smdebug_lite.format.locations import END_OF_JOB_FILE
 from smdebug_lite.hooks import registry, shutdown
-from smdebug_lite.hooks.arguments import check_hook_arguments
+from smdebug_lite.hooks.arguments import check_hook_arguments, check_start_step
 from smdebug_lite.hooks.capture_plan import CapturePlan, TensorPlan
 from smdebug_lite.hooks.out_dir_claim import OutDirClaim
 from smdebug_lite.hooks.side_outputs import (
@@ -417,12 +417,27 @@ class HookCore:
     def set_mode(self, mode) -> None:
         self.cursor.set_mode(mode)
 
-    def start_step(self) -> None:
-        """A new step of the current mode begins: count it, decide what this step saves."""
+    def start_step(self, step: int | None = None, mode: ModeKeys | str | None = None) -> None:
+        """Begin a new step: the step before ends (what it saved goes to the writer), `mode`
+        becomes the mode if given, and the new step is numbered `step` if given (greater than
+        the current step; the steps skipped count as steps of the mode too), else the next
+        one. Then decides what the new step saves. Raises SMDebugTypeError/SMDebugValueError
+        naming a bad argument."""
+        if step is not None or mode is not None:
+            step, mode = check_start_step(step, mode, self.step)
+            if mode is not None:
+                self.set_mode(mode)
+        self._next_step(step)
+
+    def _next_step(self, step: int | None = None) -> None:
+        """`start_step` once its arguments are checked and the mode is set."""
         self.end_step()
         if self.training_state is not None and self.chief:
             self.training_state.maybe_record(self.step, self.mode_steps, self.last_saved_step)
-        self.cursor.advance()
+        if step is None or step == self.cursor.step + 1:
+            self.cursor.advance()
+        else:
+            self.cursor.advance_to(step)
         self._begin()
 
     def quiet_steps_ahead(self) -> int:

@@ -72,6 +72,15 @@ class StepCursor:
             mode_steps[_GLOBAL] = step
         return step
 
+    def advance_to(self, step: int) -> int:
+        """A new step of the current mode numbered `step` (greater than the current one): the
+        steps skipped count as steps of this mode too, so that in a run of one mode the mode's
+        step stays the global step. Returns it."""
+        self.quiet_left = 0
+        self.mode_steps[self.mode] += step - self.step - 1
+        self.step = step - 1
+        return self.advance()
+
     def set_step(self, step: int, mode=None) -> None:
         """A step the framework numbers itself (XGBoost rounds), in `mode` if given."""
         self.quiet_left = 0

@@ -19,7 +19,15 @@ import torch
 from smdebug_lite.hooks.core import TensorPlan
 from smdebug_lite.pytorch.reductions import reduce_tensor
 from smdebug_lite.pytorch.sharded import full_reductions, full_value, is_dtensor
-from smdebug_lite.pytorch.step_record import GRADS, MANY, ONE, SIGNATURE, RecordedCall, StepRecord
+from smdebug_lite.pytorch.step_record import (
+    GRADS,
+    MANY,
+    ONE,
+    SIGNATURE,
+    VALUE,
+    RecordedCall,
+    StepRecord,
+)
 from smdebug_lite.pytorch.step_record import copy_all as _copy_all
 
 # dtypes numpy has no native type for: reinterpret the bits as an integer of the same width and
@@ -42,6 +50,7 @@ _POOLED = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, t
 _STRIDED = torch.strided
 _PLAIN_TYPES = frozenset({torch.Tensor, torch.nn.Parameter})  # others may be DTensors
 _NUMPY_DTYPES = {t: torch.empty(0, dtype=t).numpy().dtype for t in _POOLED}
+_SCALAR_LIKE = torch.empty(1, dtype=torch.float64)  # what a saved Python float is stored as
 
 
 def cpu_tensor_to_numpy(t: torch.Tensor) -> np.ndarray:
@@ -335,6 +344,24 @@ class StepBuffer:
             self._replace(item)
         else:
             self._items.append(item)
+
+    def capture_value(self, plan: TensorPlan, value: float) -> None:
+        """Store a Python float as a one-element float64 array (what `save_scalar` writes for
+        it) in a pooled buffer, like a tensor's snapshot: a saving step with scalars can then
+        be recorded and replayed like one without."""
+        if self._replay is not None:
+            if self._replay.replay_value(self._pos, plan, value):
+                self._pos += 1
+                return
+            self.abort_replay()
+        entry = self.buffers.take(_SCALAR_LIKE)
+        arr = entry[2]
+        arr[0] = value
+        self._taken.append(entry)
+        start = len(self._items)
+        if self._recordable:
+            self._calls.append(RecordedCall(VALUE, plan, start, start + 1, False, [], [arr]))
+        self._items.append((plan, arr, _NONE, arr.shape))
 
     def _capture_sharded(self, plan: TensorPlan, tensor: torch.Tensor, want_raw: bool,
                          replace: bool) -> None:

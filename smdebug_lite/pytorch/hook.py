@@ -1,6 +1,8 @@
 """The PyTorch hook: smdebug's API and tensor names, on modern PyTorch mechanisms.
 
-* A step starts at every forward pass of a registered module (a forward pre-hook), per mode.
+* A step starts at every forward pass of a registered module (a forward pre-hook), per mode;
+  or, in loops whose steps are not forward passes, where the loop calls `Hook.start_step`
+  (from its first call on, forward passes begin no step).
 * Parameters are saved at the start of the step; gradients through
   ``Tensor.register_post_accumulate_grad_hook``, so frozen layers, shared parameters (one hook,
   saved once) and ``torch.compile``d models work, and no module backward hooks are needed.
@@ -37,8 +39,10 @@ from smdebug_lite.config.collection import CollectionKeys
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
-from smdebug_lite.hooks.core import HookCore, TensorPlan
+from smdebug_lite.hooks.arguments import check_start_step
+from smdebug_lite.hooks.core import SCALAR_PREFIX, HookCore, TensorPlan
 from smdebug_lite.logger import get_logger
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import compile_watch, extension, sharded, step_call, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
@@ -137,6 +141,7 @@ class _Root:
     params: list[tuple[str, nn.Parameter]]
     modules: list[tuple[str, nn.Module]]
     handles: list[RemovableHandle] = field(default_factory=list)
+    step_handle: RemovableHandle | None = None  # the forward pre-hook that begins steps, if any
     # (the hook's plan cache, [(plan, parameter)] of the parameters it saves): worked out again
     # only when the set of saving collections (hence the plan cache) changes.
     saved_params: tuple[dict, list] | None = None
@@ -234,7 +239,7 @@ class Hook(HookCore):
         self._sharded = False  # a registered model holds DTensors: every rank captures
         self._steady: SteadyCycle | None = None  # see `steady_cycle`
         # (saving, their ids, plan cache, gradient ids, record) of a step just handed over as a
-        # repeat: what `start_step` makes a SteadyCycle of when the step after it is quiet
+        # repeat: what `_begin_step` makes a SteadyCycle of when the step after it is quiet
         self._repeated: tuple | None = None
         # smdebug's methods this subclass overrides (see `extension`): forward hooks on every
         # module dispatch to `forward_hook`, and parameters' gradients go through `backward_hook`.
@@ -245,6 +250,8 @@ class Hook(HookCore):
         self._ext_handles: list[RemovableHandle] = []
         self.module_maps: dict[nn.Module, str] = {}  # every registered module and loss -> its name
         self._raw_plans: dict[str, TensorPlan] = {}  # see `_write_raw_tensor_simple`
+        self._scalar_plans: dict[str, TensorPlan] = {}  # see `save_scalar`
+        self._explicit_steps = False  # `start_step` was called: forward passes begin no step
         super().__init__(
             out_dir,
             export_tensorboard=export_tensorboard,
@@ -336,8 +343,13 @@ class Hook(HookCore):
 
     # -- registration ----------------------------------------------------------------------------
 
-    def register_module(self, module: nn.Module) -> None:
+    def register_module(self, module: nn.Module, auto_step: bool = True) -> None:
         """Make every forward pass of `module` a step and save its tensors as configured.
+
+        ``auto_step=False``: its forward passes begin no step; the loop begins each one with
+        `start_step` (for loops whose steps are not one forward pass of the model, when the
+        model is called before the first `start_step`). After `start_step` has been called,
+        every module is registered so.
 
         A ``torch.compile``d module can be registered before or after compiling; names are the
         original model's (``<ModelClass>_<parameter path>``)."""
@@ -345,6 +357,9 @@ class Hook(HookCore):
             raise SMDebugTypeError(
                 f"register_module: module={type(module).__name__} must be a torch.nn.Module"
             )
+        if not isinstance(auto_step, bool):
+            raise SMDebugTypeError(
+                f"register_module: auto_step={auto_step!r} must be True or False")
         with self.failsafe("register_module"):
             inner = _unwrap_compiled(module)
             if id(module) in self._root_by_module or any(r.inner is inner for r in self._roots):
@@ -357,12 +372,13 @@ class Hook(HookCore):
                 self._sharded = True
             modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
             root = _Root(module, inner, root_name, params, modules)
-            callback = _torch_hook(self.forward_pre_hook)
             if not compile_watch.watch(self):  # (before any compilation of `module`)
                 self._fwd_kept = True
-            handle = module.register_forward_pre_hook(callback)
-            root.handles.append(handle)
-            root.step_call = step_call.install(module, handle.id, callback)
+            if auto_step and not self._explicit_steps:
+                callback = _torch_hook(self.forward_pre_hook)
+                handle = root.step_handle = module.register_forward_pre_hook(callback)
+                root.handles.append(handle)
+                root.step_call = step_call.install(module, handle.id, callback)
             self._roots.append(root)
             self._root_by_module[id(module)] = root
             for name, m in modules:
@@ -515,6 +531,7 @@ class Hook(HookCore):
             h.remove()
         for r in self._roots:
             r.handles.clear()
+            r.step_handle = None
             if r.step_call is not None:
                 step_call.uninstall(r.module, r.step_call)
                 r.step_call = None
@@ -546,6 +563,58 @@ class Hook(HookCore):
             cursor.quiet_left = left - 1
             cursor.advance()
             return
+        root = self._root_by_module.get(id(module))
+        self._step_begins((root,) if root is not None else (), None)
+
+    def start_step(self, step: int | None = None, mode: ModeKeys | str | None = None) -> None:
+        """Begin a step now, for loops whose steps are not one forward pass of a registered
+        model (several forward passes, none, or a step boundary elsewhere, as in Lightning).
+
+        The step before ends; `mode` becomes the mode if given (as `set_mode`); the new step is
+        numbered `step` if given (greater than the current step; the steps skipped count as
+        steps of the mode too), else the next one. At a saving step, the parameters of every
+        registered module are saved now, as a forward pass would save its model's.
+
+        From the first call on, the hook's steps are the ones begun here: forward passes of
+        registered modules (registered before or after) begin no step, so a forward pass after
+        `start_step` belongs to the step it began. Register a model with
+        ``register_module(model, auto_step=False)`` if it is called before the first
+        `start_step`. Raises SMDebugTypeError/SMDebugValueError naming a bad argument; does
+        nothing once the hook is closed."""
+        if step is not None or (mode is not None and mode.__class__ is not ModeKeys):
+            step, mode = check_start_step(step, mode, self.cursor.step)
+        if not self._explicit_steps:
+            self._stop_auto_steps()
+        cursor = self.cursor
+        if mode is not None and mode is not cursor.mode:
+            cursor.set_mode(mode)
+        if step is None or step == cursor.step + 1:
+            left = cursor.quiet_left
+            if left and cursor.epoch == cursor.quiet_epoch:
+                cursor.quiet_left = left - 1  # (as in `forward_pre_hook`)
+                cursor.advance()
+                return
+            self._step_begins(self._roots, None)
+        else:
+            cursor.quiet_left = 0
+            self._steady = None
+            self._step_begins(self._roots, step)
+
+    def _stop_auto_steps(self) -> None:
+        """From now on only `start_step` begins steps: the step pre-hooks are taken off."""
+        self._explicit_steps = True
+        for root in self._roots:
+            handle, root.step_handle = root.step_handle, None
+            if handle is not None:
+                handle.remove()
+                root.handles.remove(handle)
+            if root.step_call is not None:
+                step_call.uninstall(root.module, root.step_call)
+                root.step_call = None
+
+    def _step_begins(self, roots: tuple[_Root, ...] | list[_Root], step: int | None) -> None:
+        """A step that is not one of the counted-down quiet steps begins (numbered `step`, if
+        given): `roots` are the models whose parameters a saving step saves now."""
         if (self.disabled and not self._sharded) or self._closed:
             # (a disabled hook of a sharded model goes on making the collectives of saving
             # steps, and discards what it captures: the other ranks wait for them)
@@ -556,17 +625,17 @@ class Hook(HookCore):
                 if self._capturing:
                     done = self._steady_end(cycle)  # the saving step ends
                 else:
-                    done = self._steady_begin(cycle, module)  # the saving step begins
+                    done = self._steady_begin(cycle, roots)  # the saving step begins
                 if done:
                     return
                 self._steady = None
-            self.start_step()
+            self._begin_step(step)
             if self._capturing:
-                root = self._root_by_module.get(id(module))
-                if root is not None:
-                    self._buffer.capture_many(root.params_to_save(self), self.side_outputs.raw_wanted)
+                raw = self.side_outputs.raw_wanted
+                for root in roots:
+                    self._buffer.capture_many(root.params_to_save(self), raw)
         except Exception as e:
-            with self.failsafe("forward_pre_hook"):
+            with self.failsafe("start_step" if self._explicit_steps else "forward_pre_hook"):
                 raise e
 
     def _forward_io_hook(self, name: str, module: nn.Module, inputs: Any, outputs: Any) -> None:
@@ -629,6 +698,26 @@ class Hook(HookCore):
         elif self._capturing:
             with self.failsafe("record_tensor_value"):
                 self._save_io(tensor_name, OUTPUT_SUFFIX, tensor_value)
+
+    def save_scalar(self, name: str, value: Any, sm_metric: bool = False,
+                    timestamp: float | None = None) -> None:
+        """Save a scalar in the current step and mode (see `HookCore.save_scalar`).
+
+        A float saved in a saving step (learning rates, metrics a callback saves there) is
+        captured with the step's tensors, so that the step, scalars included, is recorded and
+        replayed like any other: it stays on the steady saving cycle (`steady_cycle`)."""
+        if (self._capturing and value.__class__ is float and timestamp is None and self.writes
+                and not self.side_outputs.live and not self.disabled):
+            try:
+                plan = self._scalar_plans.get(name)
+                if plan is None:
+                    plan = self._scalar_plans[name] = TensorPlan(SCALAR_PREFIX + name, save_raw=True)
+                self._buffer.capture_value(plan, value)
+            except Exception as e:
+                with self.failsafe("save_scalar"):
+                    raise e
+            return
+        super().save_scalar(name, value, sm_metric, timestamp)
 
     # -- extension points: smdebug's per-module methods (see `extension`) ----------------------
 
@@ -845,13 +934,14 @@ class Hook(HookCore):
 
     # -- steps -----------------------------------------------------------------------------------
 
-    def start_step(self) -> None:
+    def _begin_step(self, step: int | None = None) -> None:
+        """What every step's start does outside the steady cycle and the quiet countdown."""
         if self._io_counts:
             self._io_counts.clear()
         if self._grads_pending:  # a backward pass that failed never ran its end callback
             self._grads_pending = []
         self._repeated = None
-        super().start_step()  # (ends the step before: `_flush_buffer` may set `_repeated`)
+        self._next_step(step)  # (ends the step before: `_flush_buffer` may set `_repeated`)
         repeated, self._repeated = self._repeated, None
         # (a sharded model's ranks all capture: its reductions and gathers are collectives)
         self._capturing = (bool(self.plans.saving) and (self.writes or self.dry_run or self._sharded)
@@ -897,9 +987,10 @@ class Hook(HookCore):
                            plans.saving_ids, plans.cache, rec, root, root.saved_params[1], grads,
                            grad_ids, int(window[2]))
 
-    def _steady_begin(self, cycle: SteadyCycle, module: nn.Module) -> bool:
-        """Start the cycle's next saving step, as `start_step` would, if nothing the cycle
-        relies on has changed; False: the general path starts it."""
+    def _steady_begin(self, cycle: SteadyCycle, roots: tuple[_Root, ...] | list[_Root]) -> bool:
+        """Start the cycle's next saving step, as `_begin_step` would, if nothing the cycle
+        relies on has changed (`roots`: whose parameters the step saves); False: the general
+        path starts it."""
         cursor, plans = self.cursor, self.plans
         mode = cursor.mode
         mode_step = cursor.mode_steps.get(mode, -1) + 1
@@ -911,7 +1002,7 @@ class Hook(HookCore):
                 or self._grad_attached or self._fwd_on or self._grads_pending
                 or plans.cache_for(cycle.saving_ids) is not cycle.plan_cache
                 or self._grad_wanted.get(cycle.saving_ids) is not cycle.grad_ids
-                or self._root_by_module.get(id(module)) is not cycle.root
+                or len(roots) != 1 or roots[0] is not cycle.root
                 or buf.record is not rec or not rec.repeatable_by(self.trial_writer) or not rec.ready()):
             return False
         following = cycle.schedule.next_save_step(mode_step + 1)
@@ -931,7 +1022,7 @@ class Hook(HookCore):
         return True
 
     def _steady_end(self, cycle: SteadyCycle) -> bool:
-        """End the cycle's saving step and start the quiet step after it, as `start_step`
+        """End the cycle's saving step and start the quiet step after it, as `_begin_step`
         would, if the step replayed its record and nothing else; False: the general path."""
         buf = self._buffer
         rec = cycle.record

@@ -8,8 +8,9 @@ more than the copies themselves. A `StepRecord` keeps what a completed step did,
 (which batch of tensors, copied into which buffers), so that a replayed step only checks that
 each call and each tensor's shape, dtype and layout are what they were, and copies.
 
-Anything else (another tensor, another order, a second backward pass, a scalar, a buffer the
-writer has not finished with) ends the replay: what it captured so far becomes ordinary
+Scalars saved in a saving step (`Hook.save_scalar` with a float) are captured into a pooled
+buffer too, and replayed by storing the new value. Anything else (another tensor, another
+order, a second backward pass, a buffer the writer has not finished with) ends the replay: what it captured so far becomes ordinary
 captures, and the step carries on through the generic path, which is always correct.
 
 The record owns its buffers while it is the hook's record; dropped, it gives them back to the
@@ -29,7 +30,7 @@ import torch
 # (shape, dtype, layout) of a source tensor: what a copy into the recorded buffer needs equal.
 SIGNATURE = operator.attrgetter("shape", "dtype", "layout")
 
-MANY, GRADS, ONE = 0, 1, 2  # kinds of capture calls (see `RecordedCall.key`)
+MANY, GRADS, ONE, VALUE = 0, 1, 2, 3  # kinds of capture calls (see `RecordedCall.key`)
 
 
 @dataclass(slots=True)
@@ -39,7 +40,8 @@ class RecordedCall:
     `key` says which call it was: for MANY, the list of (plan, tensor) pairs (the same list
     object, a hook's cached one, so its tensors are the same ones: `srcs`); for GRADS, the
     gradient names in the order their hooks fired; for ONE, the plan (plans are cached per set
-    of saving collections, so the same plan is the same object)."""
+    of saving collections, so the same plan is the same object); for VALUE (a scalar), the
+    hook's plan of the scalar's name, and `dsts` holds the numpy view its value is stored in."""
 
     kind: int
     key: object
@@ -47,7 +49,7 @@ class RecordedCall:
     end: int
     replace: bool  # captured with `replace` (gradients: a later pass takes their place)
     sigs: list
-    dsts: list[torch.Tensor]
+    dsts: list  # the buffers (tensors; for VALUE, a numpy view)
     srcs: list[torch.Tensor] | None = None
 
 
@@ -165,6 +167,16 @@ class StepRecord:
         return True
 
 
+    def replay_value(self, pos: int, plan: object, value: float) -> bool:
+        if pos >= len(self.calls):
+            return False
+        call = self.calls[pos]
+        if call.kind != VALUE or call.key is not plan:
+            return False
+        call.dsts[0][0] = value
+        return True
+
+
 _is_grad_enabled = torch.is_grad_enabled
 _set_grad_enabled = torch._C._set_grad_enabled
 
@@ -177,4 +189,4 @@ def _copy_each(dsts: list[torch.Tensor], srcs: Sequence[torch.Tensor]) -> None:
 # One call copies a list of tensors (a loop in C++ on CPU); older torch has no such op.
 copy_all = getattr(torch, "_foreach_copy_", None) or _copy_each
 
-__all__ = ["GRADS", "MANY", "ONE", "SIGNATURE", "RecordedCall", "StepRecord", "copy_all"]
+__all__ = ["GRADS", "MANY", "ONE", "SIGNATURE", "VALUE", "RecordedCall", "StepRecord", "copy_all"]
