@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -73,3 +74,22 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
 def s3_bucket(s3_endpoint: S3Endpoint) -> str:
     """A fresh, empty bucket on the session's S3 endpoint."""
     return s3_endpoint.new_bucket()
+
+
+def kept_log_records(logger_name: str, level: int = logging.WARNING) -> Iterator[list]:
+    """Records of `logger_name` and its children at `level` and above, in a list, while the
+    generator is suspended (for fixtures: the library's root logger does not propagate to
+    pytest's capture)."""
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(level=level)
+    log = logging.getLogger(logger_name)
+    log.addHandler(handler)
+    try:
+        yield records
+    finally:
+        log.removeHandler(handler)

@@ -17,6 +17,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import kept_log_records
 
 from smdebug_lite.env_settings import env_bool, env_float, env_int
 from smdebug_lite.exceptions import SMDebugValueError
@@ -37,17 +38,7 @@ GOLDEN = REPO / "tests" / "data" / "golden" / "pt_basic"  # 25 steps, ended
 @pytest.fixture
 def warnings_seen():
     """The settings' warnings (the library's root logger does not propagate to pytest)."""
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = Keep(level=logging.WARNING)
-    log = logging.getLogger("smdebug_lite.env_settings")
-    log.addHandler(handler)
-    yield records
-    log.removeHandler(handler)
+    yield from kept_log_records("smdebug_lite.env_settings")
 
 
 def _messages(records: list[logging.LogRecord]) -> list[str]:

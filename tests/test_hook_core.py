@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from conftest import kept_log_records
 
 from smdebug_lite import modes
 from smdebug_lite.config.save_config import SaveConfig
@@ -19,17 +20,7 @@ from smdebug_lite.rules.actions.stop_signal import write_stop_signal
 @pytest.fixture
 def warnings_seen():
     """Records smdebug_lite log records (its root logger does not propagate to pytest)."""
-    records: list[logging.LogRecord] = []
-
-    class Keep(logging.Handler):
-        def emit(self, record):
-            records.append(record)
-
-    handler = Keep(level=logging.WARNING)
-    root = logging.getLogger("smdebug_lite")
-    root.addHandler(handler)
-    yield records
-    root.removeHandler(handler)
+    yield from kept_log_records("smdebug_lite")
 
 
 def index_names(out_dir, step):

@@ -56,10 +56,16 @@ def plain_copy(tmp_path: Path, steps: range, workers: int = 2) -> Path:
     return fresh
 
 
-def test_open_parses_no_document_and_history_reads_columns(tmp_path):
+def compacted(tmp_path: Path, steps: range, chunk_steps: int) -> Path:
+    """A trial of `steps` (2 workers, ended) with a manifest of `chunk_steps` per chunk."""
     root = tmp_path / "t"
-    write_steps(root, range(30), end=True)
-    compact_trial(str(root), chunk_steps=10)
+    write_steps(root, steps, end=True)
+    compact_trial(str(root), chunk_steps=chunk_steps)
+    return root
+
+
+def test_open_parses_no_document_and_history_reads_columns(tmp_path):
+    root = compacted(tmp_path, range(30), 10)
     t = open_trial(root)
     seg = t.step_table.compacted
     assert seg is not None and len(seg) == 60 and seg.chunk_loads == 0
@@ -69,9 +75,7 @@ def test_open_parses_no_document_and_history_reads_columns(tmp_path):
 
 
 def test_chunk_cache_eviction_gives_the_same_answers(tmp_path, monkeypatch):
-    root = tmp_path / "t"
-    write_steps(root, range(40), end=True)
-    compact_trial(str(root), chunk_steps=5)
+    root = compacted(tmp_path, range(40), 5)
     monkeypatch.setenv("SMDEBUG_MANIFEST_CACHE_CHUNKS", "1")
     t = open_trial(root)
     got = full_snapshot(t)
@@ -81,9 +85,7 @@ def test_chunk_cache_eviction_gives_the_same_answers(tmp_path, monkeypatch):
 
 
 def test_the_memory_budget_evicts_chunks_and_answers_stay_the_same(tmp_path, monkeypatch):
-    root = tmp_path / "t"
-    write_steps(root, range(40), end=True)
-    compact_trial(str(root), chunk_steps=5)
+    root = compacted(tmp_path, range(40), 5)
     monkeypatch.setenv("SMDEBUG_MANIFEST_CACHE_MB", "1")
     t = open_trial(root)
     seg = t.step_table.compacted
@@ -95,9 +97,7 @@ def test_the_memory_budget_evicts_chunks_and_answers_stay_the_same(tmp_path, mon
 
 
 def test_by_default_a_trial_that_fits_parses_each_chunk_once(tmp_path):
-    root = tmp_path / "t"
-    write_steps(root, range(40), end=True)
-    compact_trial(str(root), chunk_steps=5)
+    root = compacted(tmp_path, range(40), 5)
     t = open_trial(root)
     seg = t.step_table.compacted
     for name in sorted(t.tensor_names()):  # a tensor's steps one by one, then the next's
@@ -231,9 +231,7 @@ def test_trial_opened_from_a_manifest_refreshes_while_written(tmp_path):
 
 
 def test_a_bad_cache_setting_warns_and_keeps_the_default(tmp_path, monkeypatch, caplog):
-    root = tmp_path / "t"
-    write_steps(root, range(10), end=True)
-    compact_trial(str(root), chunk_steps=5)
+    root = compacted(tmp_path, range(10), 5)
     monkeypatch.setenv("SMDEBUG_MANIFEST_CACHE_CHUNKS", "-1")
     monkeypatch.setenv("SMDEBUG_MANIFEST_CACHE_MB", "lots")
     with caplog.at_level(logging.WARNING):
@@ -246,9 +244,7 @@ def test_a_bad_cache_setting_warns_and_keeps_the_default(tmp_path, monkeypatch, 
 
 def test_a_short_trial_is_parsed_at_open_and_a_long_one_on_demand(tmp_path, monkeypatch):
     monkeypatch.delenv("SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB")
-    root = tmp_path / "t"
-    write_steps(root, range(20), end=True)
-    compact_trial(str(root), chunk_steps=5)
+    root = compacted(tmp_path, range(20), 5)
     t = open_trial(root)
     assert t.step_table.compacted is None and t.index_files_read == 0  # parsed whole, as docs
     assert full_snapshot(t) == full_snapshot(open_trial(plain_copy(tmp_path, range(20))))
