@@ -126,10 +126,12 @@ def _shapes_as_strings(text: bytes) -> bytes | None:
     two payload lists: every `[` gets a quote before it and every `]` one after it (two
     single-byte replaces, several times cheaper than searching for the shapes), then the payload
     lists get theirs back. A bracket inside a string (a tensor name) would thus end that string
-    and leave invalid JSON, which the caller parses the usual way instead.
+    and leave invalid JSON, which the caller parses the usual way instead; a text with any
+    other list (counted first) is left to the searched conversion, so other values keep
+    their JSON types.
     """
-    if not text.endswith(_TAIL):
-        return None
+    if not text.endswith(_TAIL) or text.count(b"[") != text.count(b'"shape": [') + 2:
+        return None  # another list (a damaged or foreign entry): the searched conversion
     quoted = text.replace(b"[", b'"[').replace(b"]", b']"')
     at = quoted.find(_PAYLOAD_QUOTED)
     if at < 0:
@@ -304,7 +306,7 @@ def parse_step_index(text: bytes | str, key: str,
     try:
         check_size(text, key)
         has_shape = _first_entry_has_shape(text)
-        compact = _shapes_as_strings(text) if has_shape else None
+        compact = (_shapes_as_strings(text) or _shapes_searched(text)) if has_shape else None
         doc = None
         if compact is not None:
             try:
