@@ -15,6 +15,7 @@ import pytest
 
 from smdebug_lite.config import CollectionManager
 from smdebug_lite.format.index_file import IndexDocument, TensorEntry
+from smdebug_lite.format.inline_value import encode_inline
 from smdebug_lite.format.locations import (
     END_OF_JOB_FILE,
     collections_file_name,
@@ -102,12 +103,12 @@ def open_trial(path: str):
 def test_inline_values_round_trip_exactly():
     for arr in (np.array(np.nan, dtype=np.float32), np.array([2**62], dtype=np.int64),
                 np.array(True), np.array([[1.5]], dtype=np.float16), np.array(-0.0)):
-        text = manifest.encode_inline(arr)
+        text = encode_inline(arr)
         back = inline_value({"inline": text})
         assert back.dtype == arr.dtype and back.shape == arr.shape
         assert back.tobytes() == arr.tobytes()
-    assert manifest.encode_inline(np.arange(2)) is None
-    assert manifest.encode_inline(np.array(["a"])) is None
+    assert encode_inline(np.arange(2)) is None
+    assert encode_inline(np.array(["a"])) is None
     assert inline_value({"inline": "float32|x|00"}) is None
     assert inline_value({}) is None
 

@@ -109,6 +109,8 @@ def test_ranged_gets_for_large_files(s3_endpoint, s3_bucket, monkeypatch):
     monkeypatch.setenv("SMDEBUG_READER_WHOLE_FILE_MB", "0")  # every file counts as large
     t = create_trial(uri)
     assert float(t.tensor("loss").value(2)) == pytest.approx(1 / 3)
+    assert t._values.range_reads == 0 and t._values.inline_reads == 1  # (from its index entry)
+    assert t.tensor("b").value(2).tolist() == [2.0, 2.0, 2.0]
     assert t._values.range_reads == 1 and t._values.file_reads == 0
     vals = t.tensor("w").values()
     assert all((vals[s] == simple_tensors(s)["w"]).all() for s in range(4))
@@ -122,8 +124,10 @@ def test_corrupted_object_on_s3(s3_endpoint, s3_bucket, tmp_path):
     write_steps(w, range(3), simple_tensors)
     w.close()
     event = local / "events" / "000000000001" / "000000000001_worker_0.tfevents"
+    index = json.loads((local / "index" / "000000000" / "000000000001_worker_0.json").read_text())
+    entry = next(e for e in index["tensor_payload"] if e["tensorname"] == "b")
     data = bytearray(event.read_bytes())
-    data[-10] ^= 0x55
+    data[entry["start_idx"] + entry["content_offset"] + 2] ^= 0x55  # inside b's raw bytes
     event.write_bytes(bytes(data))
     upload_dir(s3_endpoint.client(), local, s3_bucket, "c")
     t = create_trial(f"s3://{s3_bucket}/c")

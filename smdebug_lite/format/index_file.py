@@ -2,8 +2,9 @@
 
 Layout and key order are smdebug's. Entries may carry extra keys that smdebug ignores:
 `crc32c` (CRC32C of the record payload, checked on read), `dtype`/`shape`/`content_offset`
-(where the raw bytes are, so readers skip protobuf parsing) and `orig_dtype` (the logical
-dtype when it was widened for smdebug's sake; see tensor_codec).
+(where the raw bytes are, so readers skip protobuf parsing), `orig_dtype` (the logical
+dtype when it was widened for smdebug's sake; see tensor_codec) and `inline` (a one-element
+value itself, see inline_value).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException, JSONFileRejected
 from smdebug_lite.format import bounded_json
+from smdebug_lite.format.inline_value import INLINE_KEY
 from smdebug_lite.format.locations import parse_index_file_name
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys
 
@@ -27,6 +29,7 @@ class TensorEntry:
     shape: tuple[int, ...] | None = None
     content_offset: int | None = None
     orig_dtype: str | None = None
+    inline: str | None = None
 
     def to_json_dict(self) -> dict:
         d: dict = {"tensorname": self.name, "start_idx": self.start_idx, "length": self.length}
@@ -38,6 +41,8 @@ class TensorEntry:
             d["content_offset"] = self.content_offset
         if self.orig_dtype is not None:
             d["orig_dtype"] = self.orig_dtype
+        if self.inline is not None:
+            d[INLINE_KEY] = self.inline
         return d
 
 
@@ -100,6 +105,7 @@ def parse_index(text: str | bytes, path: str) -> IndexDocument:
                 e["tensorname"], int(e["start_idx"]), int(e["length"]), e.get("crc32c"),
                 e.get("dtype"), tuple(e["shape"]) if "shape" in e else None,
                 e.get("content_offset"), e.get("orig_dtype"),
+                e[INLINE_KEY] if isinstance(e.get(INLINE_KEY), str) else None,
             )
             for e in doc.get("tensor_payload") or ()
         ]

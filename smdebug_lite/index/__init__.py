@@ -1,7 +1,8 @@
 """Reader side of the index: incremental listing and parsing of index files, and the
 compacted index (manifest) that lets a long trial open in O(chunks) requests."""
 
-from smdebug_lite.index.manifest import INLINE_KEY, ManifestInvalid, inline_value
+from smdebug_lite.format.inline_value import INLINE_KEY, inline_value
+from smdebug_lite.index.manifest import ManifestInvalid
 from smdebug_lite.index.reader import (
     Entry,
     IndexReader,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
+from smdebug_lite.format.inline_value import encode_inline
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     END_OF_JOB_FILE,
@@ -225,7 +226,7 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> 
                 arr = reader.read(si, e)
             except Exception:  # noqa: BLE001 - a damaged record is reported when it is read
                 continue
-            text = mf.encode_inline(arr)
+            text = encode_inline(arr)
             if text is not None:
                 r.inline[name] = text
                 count += 1

@@ -25,6 +25,7 @@ from smdebug_lite.exceptions import (
     SMDebugValueError,
 )
 from smdebug_lite.format.bounded_json import check_size, slow_loads
+from smdebug_lite.format.inline_value import INLINE_KEY
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     INDEX_DIR,
@@ -387,7 +388,7 @@ def _attach_inline(si: StepIndex, values: dict[str, str]) -> None:
         _manifest.attach_inline(all_entries(si), values)
         return
     entries = si.entries
-    key = _manifest.INLINE_KEY
+    key = INLINE_KEY
     for name, text in values.items():
         e = entries.get(name)
         if e is not None and text.__class__ is str:

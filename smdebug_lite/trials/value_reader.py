@@ -28,11 +28,11 @@ per event file in a byte-bounded LRU cache:
   file: the fast paths only test what they use and hand anything odd to the general path,
   which explains it (`index.reader.entry_problem`).
 
-A trial with a compacted index (`index.manifest`) has the values of its scalar records (saved
-reductions, one-element tensors) inlined in the index entries of the steps it covers: those are
-answered from the entry (`index.inline_value`) before any event file is looked at, so a scalar's
-history costs no read at all. Compaction took each of them from this reader, so dtype, shape
-and bytes are the ones decoding the record gives.
+The values of one-element records (scalars, saved reductions) are in their index entries when
+smdebug-lite wrote the trial (`format.inline_value`), and a compacted index (`index.manifest`)
+inlines them for any trial, smdebug-written ones included: those are answered from the entry
+(`index.inline_value`) before any event file is looked at, so a scalar's history costs no read
+at all. The text holds the record's own dtype, shape and bytes.
 
 Returned arrays are read-only views of the file bytes (smdebug's arrays were read-only too), and
 the same array object is returned again for the same record while it is cached.
@@ -176,7 +176,7 @@ class ValueReader:
         self.file_reads = 0
         self.range_reads = 0
         self.bytes_read = 0
-        self.inline_reads = 0  # values taken from a manifest's inlined scalars (no event file)
+        self.inline_reads = 0  # values taken from their index entries' inlined text (no event file)
         # Reductions computed from raw values: (record name, worker, reduction, abs) ->
         # {step: value}. They depend on the record's bytes only, so eviction keeps them.
         self._reduced: dict[tuple[str, str, str, bool], dict[int, np.generic]] = {}

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from smdebug_lite.format.index_file import IndexDocument, ShapeEntry, TensorEntry
+from smdebug_lite.format.inline_value import inline_for_record
 from smdebug_lite.format.locations import event_file_name, index_file_name
 from smdebug_lite.format.tensor_codec import encode_tensor_record
 from smdebug_lite.modes import ModeKeys
@@ -83,7 +84,9 @@ class PendingStep:
             rec = encode_tensor_record(name, value, self.step, mode_value, self.mode_step, wall_time)
             chunks.extend(rec.chunks)
             entries.append(TensorEntry(name, offset, rec.length, rec.crc, rec.stored_dtype,
-                                       rec.shape, rec.content_offset, rec.orig_dtype))
+                                       rec.shape, rec.content_offset, rec.orig_dtype,
+                                       inline_for_record(value, rec.stored_dtype,
+                                                         rec.orig_dtype)))
             offset += rec.length
         # A shape entry beside the raw tensor of the same name makes smdebug 1.0.34 lose the
         # value (its index merge replaces the location with the shape); the raw tensor's entry

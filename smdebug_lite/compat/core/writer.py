@@ -24,6 +24,7 @@ from smdebug_lite.compat.core.tfevent.event_file_writer import EventFileWriter
 from smdebug_lite.compat.core.tfevent.index_file_writer import IndexWriter
 from smdebug_lite.compat.core.utils import make_numpy_array
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugValueError
+from smdebug_lite.format.inline_value import inline_for_record
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.format.tensor_codec import encode_tensor_record
 from smdebug_lite.logger import get_logger
@@ -131,7 +132,9 @@ class FileWriter:
         rec = encode_tensor_record(
             tname, value, self.step, mode.value, mode_step, timestamp or time.time()
         )
-        self.proto_writer.write_tensor_record(rec, tname, mode, mode_step, write_index)
+        self.proto_writer.write_tensor_record(rec, tname, mode, mode_step, write_index,
+                                              inline_for_record(value, rec.stored_dtype,
+                                                                rec.orig_dtype))
 
     def write_graph(self, graph: object) -> None:
         self.proto_writer.write_graph(graph)

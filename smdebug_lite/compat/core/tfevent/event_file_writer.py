@@ -102,9 +102,11 @@ class EventFileWriter:
             )
 
     def write_tensor_record(
-        self, rec: EncodedRecord, tname: str, mode: object, mode_step: int, write_index: bool = True
+        self, rec: EncodedRecord, tname: str, mode: object, mode_step: int, write_index: bool = True,
+        inline: str | None = None,
     ) -> None:
-        """Append a record made by ``tensor_codec.encode_tensor_record`` and index it."""
+        """Append a record made by ``tensor_codec.encode_tensor_record`` and index it (with
+        `inline`, the value's text for its entry: ``inline_value.inline_for_record``)."""
         chunks = list(rec.chunks)
         if self.write_checksum:  # the encoder ends records with smdebug's constant footer
             chunks[-1] = bytes(chunks[-1][:-4]) + _U32.pack(mask(rec.crc))
@@ -119,6 +121,7 @@ class EventFileWriter:
                 rec.shape,
                 rec.content_offset,
                 rec.orig_dtype,
+                inline,
             )
             loc = self._index_location(tname, mode, mode_step, start, length)
             self.index_writer.add_index(loc, entry.to_json_dict())
