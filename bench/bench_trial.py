@@ -141,6 +141,11 @@ print("RESULT " + json.dumps(out))
 """
 
 
+# What the writer puts in a trial, numbered: a job written under another number is written
+# again (2: one-element values in their index entries).
+WRITER_LAYOUT = 2
+
+
 def build_job(path: Path, steps: int, tensors: int) -> None:
     """A job like a small model's: mixed shapes, float32, TRAIN mode."""
     import numpy as np
@@ -150,7 +155,7 @@ def build_job(path: Path, steps: int, tensors: int) -> None:
     from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
     stamp = path / ".bench_job"
-    spec = f"{steps}x{tensors}"
+    spec = f"{steps}x{tensors} layout {WRITER_LAYOUT}"
     if stamp.exists() and stamp.read_text() == spec:
         return
     shutil.rmtree(path, ignore_errors=True)
