@@ -71,16 +71,36 @@ def test_a_scalar_history_opens_no_event_file(job):
     assert t._values.range_reads + t._values.file_reads > 0
 
 
-def test_damaged_inline_text_falls_back_to_the_record(job):
+@pytest.mark.parametrize("text", [
+    "<f4||zz",  # not hex
+    f"<f8||{np.float64(9).tobytes().hex()}",  # well formed, but not the entry's dtype
+    f"<f4|1|{np.float32(9).tobytes().hex()}",  # nor its shape
+])
+def test_inline_text_that_does_not_fit_its_entry_falls_back_to_the_record(job, text):
     path = job / "index" / "000000000" / f"{5:012d}_worker_0.json"
     doc = json.loads(path.read_text())
     for e in doc["tensor_payload"]:
         if e["tensorname"] == "loss":
-            e[INLINE_KEY] = "<f4||zz"
+            e[INLINE_KEY] = text
     path.write_text(json.dumps(doc))
     t = create_trial(str(job))
     assert float(t.tensor("loss").value(5)) == pytest.approx(1 / 6)
     assert float(t.tensor("loss").values()[5]) == pytest.approx(1 / 6)
+    assert t._values.range_reads + t._values.file_reads >= 1
+
+
+def test_a_damaged_entry_is_reported_although_its_value_is_inlined(job):
+    from smdebug_lite.exceptions import IndexFileCorrupted
+
+    path = job / "index" / "000000000" / f"{5:012d}_worker_0.json"
+    doc = json.loads(path.read_text())
+    for e in doc["tensor_payload"]:
+        if e["tensorname"] == "loss":
+            e["start_idx"] = "twelve"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(IndexFileCorrupted) as e:
+        create_trial(str(job)).tensor("loss").value(5)
+    assert "start_idx='twelve'" in str(e.value) and e.value.step == 5
 
 
 def test_only_values_stored_as_they_are():

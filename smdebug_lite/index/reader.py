@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
+
 from smdebug_lite.env_settings import env_bool
 from smdebug_lite.exceptions import (
     IndexFileCorrupted,
@@ -25,7 +27,7 @@ from smdebug_lite.exceptions import (
     SMDebugValueError,
 )
 from smdebug_lite.format.bounded_json import check_size, slow_loads
-from smdebug_lite.format.inline_value import INLINE_KEY
+from smdebug_lite.format.inline_value import INLINE_KEY, inline_value
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     INDEX_DIR,
@@ -168,13 +170,61 @@ _HEADER = 12  # a TFRecord's length and its CRC, before the payload
 _MIN_RECORD = 16  # a TFRecord's framing alone: length, its CRC, the payload's CRC
 
 
+def sound_inline(entry: Entry) -> np.ndarray | None:
+    """The value inlined in an index entry when the entry is sound (what `entry_problem`
+    checks) and agrees with it (dtype and shape); else None: the record is then read, and a
+    damaged entry or record is reported as it would be without the inlined value."""
+    arr = inline_value(entry)
+    if arr is None:
+        return None
+    get = entry.get
+    start, length, crc, offset = get("start_idx"), get("length"), get("crc32c"), \
+        get("content_offset")
+    if not (start.__class__ is int and length.__class__ is int and start >= 0
+            and length >= _MIN_RECORD
+            and (crc is None or (crc.__class__ is int and 0 <= crc < 1 << 32))
+            and (offset is None or (offset.__class__ is int and _HEADER <= offset < length))):
+        return None
+    dtype = get("dtype")
+    if dtype is not None and get("orig_dtype") is None and dtype != arr.dtype.str:
+        return None
+    if get("shape") is not None:
+        try:
+            if entry_shape(entry) != arr.shape:
+                return None
+        except ValueError:
+            return None
+    return arr
+
+
 def entry_problem(entry: Entry) -> str | None:
     """What makes an index entry unusable (a missing key, an impossible offset), else None.
     Checked where a record is explained, not on the fast paths, which test the types they use."""
     if not isinstance(entry, dict):
         return f"an entry is a {type(entry).__name__}, not an object"
-    name = entry.get("tensorname")
-    what = f"the entry of tensor {name!r}"
+    get = entry.get
+    start, length, crc, offset = get("start_idx"), get("length"), get("crc32c"), \
+        get("content_offset")
+    dtype, orig = get("dtype"), get("orig_dtype")
+    if (start.__class__ is int and length.__class__ is int and start >= 0
+            and length >= _MIN_RECORD
+            and (crc is None or (crc.__class__ is int and 0 <= crc < 1 << 32))
+            and (offset is None or (offset.__class__ is int and _HEADER <= offset < length))
+            and (dtype is None or dtype.__class__ is str)
+            and (orig is None or orig.__class__ is str)):
+        if get("shape") is None:
+            return None
+        try:
+            entry_shape(entry)
+            return None
+        except ValueError as e:
+            return f"the entry of tensor {get('tensorname')!r}: {e}"
+    return _entry_problem_named(entry)
+
+
+def _entry_problem_named(entry: dict) -> str | None:
+    """`entry_problem` for an entry that failed its quick check: what exactly is wrong."""
+    what = f"the entry of tensor {entry.get('tensorname')!r}"
     for key, least in (("start_idx", 0), ("length", _MIN_RECORD)):
         if key not in entry:
             return f"{what} has no {key!r}"
@@ -195,11 +245,6 @@ def entry_problem(entry: Entry) -> str | None:
         v = entry.get(key)
         if v is not None and v.__class__ is not str:
             return f"{what} has {key}={v!r}; expected a dtype name"
-    if "shape" in entry:
-        try:
-            entry_shape(entry)
-        except ValueError as e:
-            return f"{what}: {e}"
     return None
 
 

@@ -59,10 +59,9 @@ from smdebug_lite.index import (
     Entry,
     StepIndex,
     entry_shape,
-    inline_value,
     shape_tuple,
 )
-from smdebug_lite.index.reader import SHAPE_CACHE, entry_problem
+from smdebug_lite.index.reader import SHAPE_CACHE, entry_problem, sound_inline
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, compute_reduction
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
@@ -406,7 +405,7 @@ class ValueReader:
         comes from the index entry, with the dtype and shape decoding the record would give:
         compaction took it from this reader."""
         if INLINE_KEY in entry:
-            arr = inline_value(entry)
+            arr = sound_inline(entry)
             if arr is not None:
                 self.inline_reads += 1
                 return arr
@@ -648,7 +647,7 @@ class ValueReader:
         add = out.append
         for si in sis:
             entry = si.entries.get(name)
-            add(inline_value(entry) if entry is not None and INLINE_KEY in entry else None)
+            add(sound_inline(entry) if entry is not None and INLINE_KEY in entry else None)
         found = len(out) - sum(map(is_, out, repeat(None)))
         if not found:
             return []
