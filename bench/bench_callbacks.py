@@ -19,8 +19,9 @@ first `--warmup` steps (a new hook's first saving steps are cold) and its last t
 teardown) are not counted. Per round the overhead is a side's turn over the plain turn of the
 same round; the verdict rests on the median over rounds and its 95% confidence interval
 (order statistics: a turn the VM stalled moves a mean, not a median); the mean with its
-standard error and the ratio of the sums are printed beside it. The writer process's work for a turn's last saving step can spill into the
-next turn (of whichever side): with five saving steps per turn, that is a fifth of it at most.
+standard error and the ratio of the sums are printed beside it. The writer process's work for
+a turn's last saving step can spill into the next turn (of whichever side): with five saving
+steps per turn, that is a fifth of it at most.
 """
 
 from __future__ import annotations

@@ -175,16 +175,9 @@ def sound_inline(entry: Entry) -> np.ndarray | None:
     checks) and agrees with it (dtype and shape); else None: the record is then read, and a
     damaged entry or record is reported as it would be without the inlined value."""
     arr = inline_value(entry)
-    if arr is None:
+    if arr is None or not _fields_sound(entry):
         return None
     get = entry.get
-    start, length, crc, offset = get("start_idx"), get("length"), get("crc32c"), \
-        get("content_offset")
-    if not (start.__class__ is int and length.__class__ is int and start >= 0
-            and length >= _MIN_RECORD
-            and (crc is None or (crc.__class__ is int and 0 <= crc < 1 << 32))
-            and (offset is None or (offset.__class__ is int and _HEADER <= offset < length))):
-        return None
     dtype = get("dtype")
     if dtype is not None and get("orig_dtype") is None and dtype != arr.dtype.str:
         return None
@@ -202,24 +195,30 @@ def entry_problem(entry: Entry) -> str | None:
     Checked where a record is explained, not on the fast paths, which test the types they use."""
     if not isinstance(entry, dict):
         return f"an entry is a {type(entry).__name__}, not an object"
-    get = entry.get
-    start, length, crc, offset = get("start_idx"), get("length"), get("crc32c"), \
-        get("content_offset")
-    dtype, orig = get("dtype"), get("orig_dtype")
-    if (start.__class__ is int and length.__class__ is int and start >= 0
-            and length >= _MIN_RECORD
-            and (crc is None or (crc.__class__ is int and 0 <= crc < 1 << 32))
-            and (offset is None or (offset.__class__ is int and _HEADER <= offset < length))
-            and (dtype is None or dtype.__class__ is str)
-            and (orig is None or orig.__class__ is str)):
-        if get("shape") is None:
+    if _fields_sound(entry):
+        if entry.get("shape") is None:
             return None
         try:
             entry_shape(entry)
             return None
         except ValueError as e:
-            return f"the entry of tensor {get('tensorname')!r}: {e}"
+            return f"the entry of tensor {entry.get('tensorname')!r}: {e}"
     return _entry_problem_named(entry)
+
+
+def _fields_sound(entry: dict) -> bool:
+    """Whether an entry's location, checksum and dtype fields are all usable (`entry_problem`
+    without the shape, and without building a message)."""
+    get = entry.get
+    start, length, crc, offset = get("start_idx"), get("length"), get("crc32c"), \
+        get("content_offset")
+    dtype, orig = get("dtype"), get("orig_dtype")
+    return (start.__class__ is int and length.__class__ is int and start >= 0
+            and length >= _MIN_RECORD
+            and (crc is None or (crc.__class__ is int and 0 <= crc < 1 << 32))
+            and (offset is None or (offset.__class__ is int and _HEADER <= offset < length))
+            and (dtype is None or dtype.__class__ is str)
+            and (orig is None or orig.__class__ is str))
 
 
 def _entry_problem_named(entry: dict) -> str | None:
