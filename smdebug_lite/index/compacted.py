@@ -210,20 +210,25 @@ class CompactedIndex:
 
     def records(self) -> Iterator[mf.IndexRecord]:
         """Every row's index record, in row order, one chunk read at a time and not cached
-        (for a trial parsed whole at open). Raises ManifestInvalid for a chunk that fails its
-        checks or is gone."""
+        (for a trial parsed whole at open): a chunk's documents are inflated ahead of the
+        caller's parsing (see `inflate_ahead`). Raises ManifestInvalid for a chunk that fails
+        its checks or is gone."""
         for ci, ref in enumerate(self.refs):
-            rows = self._row[self._chunk == ci]
-            if not len(rows):
+            rows = self._row[self._chunk == ci].tolist()
+            if not rows:
                 continue
             try:
                 data = self.storage.read(ref.key)
             except FileNotFoundError:
                 raise mf.ManifestInvalid(ref.key, "the chunk no longer exists") from None
-            records = mf.decode_docs(data, mf.decode_prefix(data[:ref.prefix], ref), ref)
+            wanted = iter(rows)
+            want = next(wanted)
+            for row, record in enumerate(mf.iter_docs(data, mf.decode_prefix(data[:ref.prefix],
+                                                                             ref), ref)):
+                if row == want:
+                    yield record
+                    want = next(wanted, -1)
             del data
-            for r in rows.tolist():
-                yield records[r]
 
     def _chunk_docs(self, ci: int) -> tuple[list[mf.IndexRecord], dict[int, Any]] | None:
         hit = self._cache.get(ci)

@@ -34,8 +34,9 @@ from __future__ import annotations
 import hashlib
 import json
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from time import sleep as _sleep
 
 import numpy as np
 
@@ -45,6 +46,12 @@ from smdebug_lite.format.locations import (
     index_file_name,
     parse_index_file_name,
     serialize_worker,
+)
+from smdebug_lite.index.inflate_ahead import (
+    AHEAD_MIN_BYTES,
+    InflateError,
+    inflate_pieces,
+    inflate_whole,
 )
 from smdebug_lite.storage import Storage
 
@@ -265,13 +272,9 @@ def write_chunk(storage: Storage, records: Sequence[IndexRecord]) -> ChunkRef:
 
 def _inflate(data: bytes, where: str, what: str) -> bytes:
     try:
-        d = zlib.decompressobj()
-        out = d.decompress(data, _MAX_SECTION_BYTES)
-        if d.unconsumed_tail or not d.eof:
-            raise ManifestInvalid(where, f"{what} section is truncated or too large")
-        return out
-    except zlib.error as e:
-        raise ManifestInvalid(where, f"{what} section is not zlib data ({e})") from None
+        return inflate_whole(data, _MAX_SECTION_BYTES)
+    except InflateError as e:
+        raise ManifestInvalid(where, f"{what} section is {e}") from None
 
 
 def decode_prefix(prefix: bytes, ref: ChunkRef) -> ChunkColumns:
@@ -354,31 +357,49 @@ def decode_docs(data: bytes, cols: ChunkColumns, ref: ChunkRef) -> list[IndexRec
     checked against the columns' step. The digest covers every document, so the CRC32 each
     record also carries (for a tool that takes one document out alone) is not computed again
     here: on a short trial opened whole that was 7 MB of checksumming per 1,000 documents."""
+    return list(iter_docs(data, cols, ref, ahead=False))
+
+
+def iter_docs(data: bytes, cols: ChunkColumns, ref: ChunkRef,
+              ahead: bool = True) -> Iterator[IndexRecord]:
+    """`decode_docs` one record at a time. With `ahead`, a large documents section is inflated
+    in a background thread (`inflate_ahead`) while the caller works on the records already out.
+    A check that fails raises ManifestInvalid after the records before it."""
     where = ref.key
     if len(data) != ref.nbytes:
         raise ManifestInvalid(where, f"{len(data)} bytes; the head says {ref.nbytes}")
     if hashlib.sha256(data).hexdigest() != ref.sha256:
         raise ManifestInvalid(where, "SHA-256 differs from the head's (damaged or replaced)")
     start, size = cols.docs
-    body = _inflate(data[start:start + size], where, "documents")
-    out: list[IndexRecord] = []
-    previous = ""
-    pos, find, end_of_body = 0, body.find, len(body)
+    section = data[start:start + size]
+    ahead = ahead and len(section) >= AHEAD_MIN_BYTES
+    pieces = _pieces(section, where) if ahead else iter((_inflate(section, where, "documents"),))
+    body, pos, row, previous = b"", 0, 0, ""
     step_list, worker_list, worker_names = cols.step.tolist(), cols.worker.tolist(), cols.workers
     n_rows = len(step_list)
-    while pos < end_of_body:
-        end = find(b"\n", pos)
-        if end < 0:
-            raise ManifestInvalid(where, f"record {len(out)} has no header line")
-        meta = _json_line(body[pos:end], where, f"record {len(out)}")
-        key, n, crc = meta.get("key"), meta.get("len"), meta.get("crc32")
-        if not isinstance(key, str) or not isinstance(n, int) or not isinstance(crc, int) \
-                or n < 0:
-            raise ManifestInvalid(where, f"record {len(out)} header {meta!r} lacks key/len/crc32")
-        raw = body[end + 1:end + 1 + n]
-        if len(raw) != n or body[end + 1 + n:end + 2 + n] != b"\n":
+    while True:
+        end = body.find(b"\n", pos)
+        stop = -1
+        if end >= 0:
+            meta = _json_line(body[pos:end], where, f"record {row}")
+            key, n, crc = meta.get("key"), meta.get("len"), meta.get("crc32")
+            if not isinstance(key, str) or not isinstance(n, int) or not isinstance(crc, int) \
+                    or n < 0:
+                raise ManifestInvalid(where, f"record {row} header {meta!r} lacks key/len/crc32")
+            stop = end + 2 + n
+        if end < 0 or stop > len(body):  # the record is not all out yet
+            piece = next(pieces, None)
+            if piece is None:
+                if end >= 0:
+                    raise ManifestInvalid(where, f"record {key} is truncated")
+                if pos < len(body):
+                    raise ManifestInvalid(where, f"record {row} has no header line")
+                break
+            body = body[pos:] + piece if pos < len(body) else piece
+            pos = 0
+            continue
+        if body[stop - 1:stop] != b"\n":
             raise ManifestInvalid(where, f"record {key} is truncated")
-        row = len(out)
         if row >= n_rows:
             raise ManifestInvalid(where, f"record {key} is beyond the columns' rows")
         step, worker = step_list[row], worker_names[worker_list[row]]
@@ -390,12 +411,21 @@ def decode_docs(data: bytes, cols: ChunkColumns, ref: ChunkRef) -> list[IndexRec
         inline = meta.get("inline") or {}
         if not isinstance(inline, dict):
             raise ManifestInvalid(where, f"record {key}: inline is not an object")
-        out.append(IndexRecord(key, raw, inline, step, worker))
+        yield IndexRecord(key, body[end + 1:stop - 1], inline, step, worker)
+        row += 1
+        if ahead and not row & 7:
+            _sleep(0)  # (lets the inflating thread take the GIL now, not at the next forced switch)
         previous = key
-        pos = end + 2 + n
-    if len(out) != ref.files:
-        raise ManifestInvalid(where, f"{len(out)} records; the head says {ref.files}")
-    return out
+        pos = stop
+    if row != ref.files:
+        raise ManifestInvalid(where, f"{row} records; the head says {ref.files}")
+
+
+def _pieces(section: bytes, where: str) -> Iterator[bytes]:
+    try:
+        yield from inflate_pieces(section, _MAX_SECTION_BYTES)
+    except InflateError as e:
+        raise ManifestInvalid(where, f"documents section is {e}") from None
 
 
 @dataclass(slots=True)

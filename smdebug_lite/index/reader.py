@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -575,28 +576,32 @@ class IndexReader:
         return keys, names
 
     def _parse(self, keys: list[str], texts: list[bytes | None],
-               names: dict[str, tuple[int, str]],
-               inline: dict[str, dict[str, str]] | None = None) -> list[StepIndex]:
+               names: dict[str, tuple[int, str]]) -> list[StepIndex]:
+        return self._parse_each(zip(keys, texts, map(names.__getitem__, keys), repeat(None)))
+
+    def _parse_each(self, items: Iterable[tuple[str, bytes | None, tuple[int, str],
+                                                dict[str, str] | None]]) -> list[StepIndex]:
+        """Index documents as (key, text, (step, worker), inlined values or None), parsed as
+        they come (a manifest's are inflated meanwhile); a damaged one is reported and left
+        out."""
         docs = []
         with gc_paused():
-            for key, text in zip(keys, texts, strict=True):
+            for key, text, parsed, inline in items:
                 if text is None:
                     continue  # vanished between list and read; listed again next time
                 self._seen.add(key)
                 try:
-                    si = parse_step_index(text, key, names[key])
+                    si = parse_step_index(text, key, parsed)
                 except IndexReaderException as e:
-                    step, worker = names[key]
+                    step, worker = parsed
                     reason = e.reason if isinstance(e, IndexFileCorrupted) else e.message
                     damage = IndexFileCorrupted(self.storage.uri(key), reason, step, worker)
                     self.bad_files[key] = str(damage)
                     self._damaged.append(damage)
                     logger.error("Skipping step %d of %s: %s", step, worker, damage)
                     continue
-                if inline is not None:
-                    values = inline.get(key)
-                    if values:
-                        _attach_inline(si, values)
+                if inline:
+                    _attach_inline(si, inline)
                 docs.append(si)
         return docs
 
@@ -638,14 +643,11 @@ class IndexReader:
             # A short trial: every document parsed now, as its per-step files would be, and
             # held as the trial holds those (its first reads then cost what later ones do).
             try:
-                records = list(compacted.records())
+                docs = self._parse_each((r.key, r.raw, (r.step, r.worker), r.inline)
+                                        for r in compacted.records())
             except _manifest.ManifestInvalid as e:
                 self._restore(saved)
                 return self._manifest_unusable(str(e))
-            docs = self._parse([r.key for r in records], [r.raw for r in records],
-                               {r.key: (r.step, r.worker) for r in records},
-                               {r.key: r.inline for r in records if r.inline})
-            del records
         else:
             self.compacted = self._compacted = compacted
         self.manifest = m
