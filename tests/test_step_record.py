@@ -112,6 +112,29 @@ def test_saving_steps_like_the_last_one_are_replayed_with_their_own_values(tmp_p
     assert replays["done"] == 5 and replays["aborted"] == 0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64, torch.int64,
+                                   torch.bool])
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_one_element_values_replayed_keep_their_dtype_and_exact_value(tmp_path, replays, dtype,
+                                                                       shape):
+    """A loss or metric recorded at each saving step (stored by its number when replayed)."""
+    hook = _hook(tmp_path)
+    values = {}
+
+    def record(step, model, loss):
+        if step % 2 == 0:
+            # (a floating-point one is in the autograd graph, as a loss is)
+            v = (loss * (step + 1) * 1000.123).reshape(shape).to(dtype)
+            values[step] = v.detach().numpy().copy()
+            hook.record_tensor_value("loss", v)  # (the `losses` collection saves it)
+
+    expected = _train(hook, _model(), steps=16, before_backward=record)
+    for step, value in values.items():
+        expected[step]["loss_output_0"] = value
+    _check(tmp_path, expected)
+    assert replays["done"] == 5 and replays["aborted"] == 0
+
+
 def test_a_scalar_saved_in_a_replayed_step_is_written_with_all_of_its_tensors(tmp_path, replays):
     hook = _hook(tmp_path)
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import Tensor
+
 from smdebug_lite import callback_hook
 from smdebug_lite.modes import ModeKeys
 
@@ -92,8 +94,8 @@ class DebuggerCallback(callback_hook.HookCallback, Callback):
 
     def _save_loss(self, outputs: Any) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if hasattr(loss, "detach") and loss.numel() == 1:
-            self.hook.record_tensor_value(LOSS_NAME, loss.detach())
+        if isinstance(loss, Tensor) and loss.numel() == 1:
+            self.hook.record_tensor_value(LOSS_NAME, loss)  # (detached there, where needed)
 
     def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         self.hook.set_mode(TRAIN)

@@ -696,8 +696,11 @@ class Hook(HookCore):
         if "_write_outputs" in self._overrides:  # (as smdebug: through the subclass's method)
             self._call_override("_write_outputs", tensor_name, tensor_value)
         elif self._capturing:
-            with self.failsafe("record_tensor_value"):
+            try:  # what `failsafe` does, without a context manager at every saving step
                 self._save_io(tensor_name, OUTPUT_SUFFIX, tensor_value)
+            except Exception as e:
+                with self.failsafe("record_tensor_value"):
+                    raise e
 
     def save_scalar(self, name: str, value: Any, sm_metric: bool = False,
                     timestamp: float | None = None) -> None:

@@ -161,7 +161,14 @@ class StepRecord:
             return False
         call = self.calls[pos]
         if (call.kind != ONE or call.key is not plan or call.replace != replace
-                or [SIGNATURE(tensor)] != call.sigs or tensor.is_neg()):
+                or [SIGNATURE(tensor)] != call.sigs):
+            return False
+        if tensor.is_cpu and tensor.numel() == 1:
+            # A loss or a metric: its number, stored into the buffer's numpy view, is exact
+            # for every pooled dtype and costs far less than a tensor copy.
+            self.items[call.start][1][...] = tensor.item()
+            return True
+        if tensor.is_neg():
             return False
         call.dsts[0].copy_(tensor.detach())
         return True
