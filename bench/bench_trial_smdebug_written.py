@@ -97,6 +97,11 @@ def build_smdebug_job(ref: str, path: Path, steps: int, tensors: int) -> None:
           f"{proc.stdout.strip().splitlines()[-1]}s")
 
 
+# What compaction writes, numbered: a copy compacted under another number is compacted again
+# (2: values an index entry carries are not repeated in its record's header line).
+COMPACTION_LAYOUT = 2
+
+
 def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:
     """`src` copied to `dst` and compacted there (kept while `src` is unchanged)."""
     import shutil
@@ -104,7 +109,7 @@ def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:
     from smdebug_lite.index.compact import compact_at_close, compact_trial
 
     stamp = dst / ".bench_job"
-    spec = "compacted " + (src / ".bench_job").read_text()
+    spec = f"compacted {COMPACTION_LAYOUT} " + (src / ".bench_job").read_text()
     if stamp.exists() and stamp.read_text() == spec:
         return
     shutil.rmtree(dst, ignore_errors=True)

@@ -110,3 +110,27 @@ def test_only_values_stored_as_they_are():
     assert inline_for_record(np.array(1, dtype=np.int8), "<i4", "int8") is None  # widened
     assert inline_for_record(np.zeros(2, dtype=np.float32), "<f4", None) is None
     assert inline_for_record(1.0, "<f8", None) is None  # not an array: the record decides
+
+
+@pytest.mark.parametrize("parse_at_open", ["256", "0"])
+def test_compaction_does_not_repeat_what_the_entries_carry(job, monkeypatch, parse_at_open):
+    """The manifest's record headers leave out values the entries already hold; opened whole
+    or on demand, the compacted trial still answers every value from the index (the tensor
+    sections hold them all)."""
+    from smdebug_lite.index import manifest
+    from smdebug_lite.index.compact import compact_trial
+    from smdebug_lite.storage import open_storage
+
+    compact_trial(str(job))
+    storage = open_storage(str(job))
+    head = manifest.read_head(storage)
+    records = [r for ref in head.chunks for r in manifest.decode_chunk(storage.read(ref.key), ref)]
+    # (only "half", stored widened, is inlined by compaction and not by the writer)
+    assert len(records) == len(STEPS) and all(set(r.inline) == {"half"} for r in records)
+    monkeypatch.setenv("SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB", parse_at_open)
+    t = create_trial(str(job))
+    for name in ("loss", "count", "flag", "nan"):
+        history = t.tensor(name).values()
+        for s in STEPS:
+            assert history[s].tobytes() == tensors(s)[name].tobytes()
+    assert t._values.range_reads == 0 and t._values.file_reads == 0

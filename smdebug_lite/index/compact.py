@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
-from smdebug_lite.format.inline_value import encode_inline
+from smdebug_lite.format.inline_value import INLINE_KEY, encode_inline
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     END_OF_JOB_FILE,
@@ -218,6 +218,7 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> 
         r.original_names = si.original_names
         if reader is None:
             continue
+        in_doc = []
         for e in all_entries(si):
             name = e.get("tensorname")
             if not isinstance(name, str) or not _may_be_scalar(e, name):
@@ -230,6 +231,9 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> 
             if text is not None:
                 r.inline[name] = text
                 count += 1
+                if e.get(INLINE_KEY) == text:
+                    in_doc.append(name)
+        r.in_doc = frozenset(in_doc)
     return count
 
 

@@ -141,6 +141,9 @@ class IndexRecord:
     entry_names: frozenset[str] = frozenset()
     original_names: dict[str, str] | None = None
     damage: str | None = None
+    # Inlined names whose document entry already holds the same text (a writer that inlines
+    # as it writes): not repeated in the record's header line.
+    in_doc: frozenset[str] = frozenset()
 
 
 @dataclass(slots=True)
@@ -202,8 +205,10 @@ def _encode_docs(records: Sequence[IndexRecord]) -> bytes:
     parts: list[bytes] = []
     for r in records:
         meta = {"key": r.key, "len": len(r.raw), "crc32": zlib.crc32(r.raw)}
-        if r.inline:
-            meta["inline"] = r.inline
+        inline = {k: v for k, v in r.inline.items() if k not in r.in_doc} if r.in_doc \
+            else r.inline
+        if inline:
+            meta["inline"] = inline
         parts += [json.dumps(meta, separators=(",", ":")).encode(), b"\n", r.raw, b"\n"]
     return b"".join(parts)
 
