@@ -15,7 +15,6 @@ import gc
 import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -577,7 +576,8 @@ class IndexReader:
 
     def _parse(self, keys: list[str], texts: list[bytes | None],
                names: dict[str, tuple[int, str]]) -> list[StepIndex]:
-        return self._parse_each(zip(keys, texts, map(names.__getitem__, keys), repeat(None)))
+        return self._parse_each((key, text, names[key], None)
+                                for key, text in zip(keys, texts, strict=True))
 
     def _parse_each(self, items: Iterable[tuple[str, bytes | None, tuple[int, str],
                                                 dict[str, str] | None]]) -> list[StepIndex]:

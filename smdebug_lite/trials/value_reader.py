@@ -401,9 +401,10 @@ class ValueReader:
     def read(self, si: StepIndex, entry: Entry) -> np.ndarray:
         """One record's array; FileNotFoundError when the event file does not exist (yet).
 
-        A value the trial's manifest inlined (a scalar: saved reduction, one-element tensor)
-        comes from the index entry, with the dtype and shape decoding the record would give:
-        compaction took it from this reader."""
+        A value inlined in its index entry (a scalar: saved reduction, one-element tensor;
+        by smdebug-lite's writer or by compaction) comes from the entry, when the entry is sound
+        and agrees with it (`sound_inline`): the text holds the record's own dtype, shape and
+        bytes."""
         if INLINE_KEY in entry:
             arr = sound_inline(entry)
             if arr is not None:
@@ -635,7 +636,7 @@ class ValueReader:
         return out  # type: ignore[return-value]
 
     def _inlined(self, sis: Sequence[StepIndex], name: str) -> list[np.ndarray | None]:
-        """The values a manifest inlined for `name`, None at the steps without one; [] when
+        """The values inlined in the entries of `name`, None at the steps without one; [] when
         no step has one (the usual case for a tensor that is not a scalar: two lookups)."""
         if not sis:
             return []
