@@ -33,6 +33,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -295,7 +296,10 @@ def make_trial(root: Path, steps: int, workers: int, scalars: int,
         for r in shares:
             _write_steps(root_s, r, workers, scalars, values)
     else:
-        with mp.get_context("fork").Pool(processes) as pool:
+        # Forking copies no thread but the caller's: a lock another thread held at that moment
+        # (a test run's S3 server, a trial's reader) stays held in the child forever.
+        start = "fork" if threading.active_count() == 1 else "spawn"
+        with mp.get_context(start).Pool(processes) as pool:
             pool.starmap(_write_steps, [(root_s, r, workers, scalars, values) for r in shares])
     put(END_OF_JOB_FILE, b"")  # last, as a finished job writes it
     return time.perf_counter() - started

@@ -19,6 +19,11 @@ hook's own work (a message half sent to the writer process). So the hooks are cl
 thread, which waits for any lock the interrupted code holds, and the handler waits for that
 thread at most ``SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S`` seconds (default 60). If closing takes longer
 (the interrupted code held a lock it cannot give back now), only the end marker is written.
+
+A forked child (a DataLoader or `multiprocessing` worker) has no open hooks, so it gets the
+handler that was there before ours back. A handler written in Python runs only between two
+bytecodes: a child forked while another thread held a lock in C code, stuck on that lock, would
+otherwise ignore the SIGTERM its parent sends to end it, and the parent would wait forever.
 """
 
 from __future__ import annotations
@@ -75,6 +80,19 @@ def _install_sigterm_handler() -> None:
         return
     _previous_handler = previous
     signal.signal(signal.SIGTERM, _on_sigterm)
+
+
+def _give_back_sigterm_in_forked_child() -> None:
+    global _install_tried, _previous_handler
+    previous, _install_tried, _previous_handler = _previous_handler, False, None
+    if previous is None or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        return  # (never installed, or replaced since: not ours to change)
+    with contextlib.suppress(ValueError, OSError):  # (not the main thread: nothing to give back)
+        signal.signal(signal.SIGTERM, previous)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_give_back_sigterm_in_forked_child)
 
 
 def _close_timeout_s() -> float:

@@ -179,3 +179,53 @@ def test_a_full_disk_still_gets_the_end_marker_at_close(tmp_path, monkeypatch, w
     # The mount is gone with its namespace: the script reports what it left through stdout.
     assert "@@TRAINED@@30" in output, output
     assert "@@END_MARKER@@True" in output, output
+
+
+FORKED_CHILD = textwrap.dedent("""
+    import ctypes, os, signal, sys, time
+    import torch
+    import smdebug_lite.pytorch as smd
+
+    hook = smd.Hook(out_dir=sys.argv[1], save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights"])
+    model = torch.nn.Linear(2, 2)
+    hook.register_module(model)
+    model(torch.randn(1, 2))
+    assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL  # the hook's handler
+    pid = os.fork()
+    if pid == 0:  # stuck in C, as on a lock another thread held at fork
+        libc = ctypes.CDLL(None)
+        mutex = ctypes.create_string_buffer(64)
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)
+        os._exit(0)
+    time.sleep(0.5)
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            print("@@CHILD@@", os.waitstatus_to_exitcode(status), flush=True)
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print("@@CHILD@@ still running 20s after SIGTERM", flush=True)
+    model(torch.randn(1, 2))
+    hook.close()
+    print("@@END@@", os.path.exists(os.path.join(sys.argv[1], "training_job_end.ts")), flush=True)
+""")
+
+
+def test_a_forked_child_stuck_in_c_still_ends_on_sigterm(tmp_path):
+    """A `multiprocessing` pool terminates its forked workers with SIGTERM and waits for them:
+    the hook's handler, inherited, would never run in a child stuck on a lock in C code."""
+    script = tmp_path / "fork.py"
+    script.write_text(FORKED_CHILD)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "run")], text=True,
+                         capture_output=True, timeout=120, cwd=REPO, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"@@CHILD@@ {-signal.SIGTERM}" in out.stdout, out.stdout + out.stderr
+    assert "@@END@@ True" in out.stdout, out.stdout  # the parent's run ends as before
