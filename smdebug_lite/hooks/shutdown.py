@@ -83,12 +83,13 @@ def _install_sigterm_handler() -> None:
 
 
 def _give_back_sigterm_in_forked_child() -> None:
+    """A hook the child makes installs ours again; a handler that replaced ours stays."""
     global _install_tried, _previous_handler
-    previous, _install_tried, _previous_handler = _previous_handler, False, None
-    if previous is None or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
-        return  # (never installed, or replaced since: not ours to change)
+    if _previous_handler is None or signal.getsignal(signal.SIGTERM) is not _on_sigterm:
+        return  # (never installed, or replaced since: not ours to change, nor to put back)
     with contextlib.suppress(ValueError, OSError):  # (not the main thread: nothing to give back)
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, _previous_handler)
+        _install_tried, _previous_handler = False, None
 
 
 if hasattr(os, "register_at_fork"):

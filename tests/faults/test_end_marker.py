@@ -229,3 +229,60 @@ def test_a_forked_child_stuck_in_c_still_ends_on_sigterm(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert f"@@CHILD@@ {-signal.SIGTERM}" in out.stdout, out.stdout + out.stderr
     assert "@@END@@ True" in out.stdout, out.stdout  # the parent's run ends as before
+
+
+HANDLERS_AFTER_FORK = textwrap.dedent("""
+    import os, signal, sys
+    import torch
+    import smdebug_lite.pytorch as smd
+
+    def hook_on(model, out):
+        hook = smd.Hook(out_dir=out, save_config=smd.SaveConfig(save_interval=1),
+                        include_collections=["weights"])
+        hook.register_module(model)
+        model(torch.randn(1, 2))
+        return hook
+
+    def own(signum, frame):
+        sys.exit(3)
+
+    def describe():
+        h = signal.getsignal(signal.SIGTERM)
+        return "ours" if getattr(h, "__module__", "").startswith("smdebug_lite") else (
+            "script" if h is own else str(h))
+
+    out, replace = sys.argv[1], sys.argv[2] == "replaced"
+    hook = hook_on(torch.nn.Linear(2, 2), os.path.join(out, "parent"))
+    if replace:  # the script's handler, installed after the hook's
+        signal.signal(signal.SIGTERM, own)
+    pid = os.fork()
+    if pid == 0:
+        seen = [describe()]
+        hook_on(torch.nn.Linear(2, 2), os.path.join(out, "child")).close()
+        seen.append(describe())
+        print("@@CHILD@@", *seen, flush=True)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    print("@@PARENT@@", describe(), flush=True)
+    hook.close()
+""")
+
+
+@pytest.mark.parametrize("replaced", [False, True])
+def test_sigterm_handlers_in_a_forked_child(tmp_path, replaced):
+    """The child starts with the handler from before the hook's, and its own hook installs the
+    hook's again; a handler the script installed over the hook's is kept in the child, and
+    never replaced by the child's hook."""
+    script = tmp_path / "handlers.py"
+    script.write_text(HANDLERS_AFTER_FORK)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, str(script), str(tmp_path),
+                          "replaced" if replaced else "kept"], text=True, capture_output=True,
+                         timeout=120, cwd=REPO, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    if replaced:
+        expected = ("@@CHILD@@ script script", "@@PARENT@@ script")
+    else:
+        expected = (f"@@CHILD@@ {signal.SIG_DFL} ours", "@@PARENT@@ ours")
+    for line in expected:
+        assert line in out.stdout, out.stdout + out.stderr
