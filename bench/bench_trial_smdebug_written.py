@@ -98,8 +98,9 @@ def build_smdebug_job(ref: str, path: Path, steps: int, tensors: int) -> None:
 
 
 # What compaction writes, numbered: a copy compacted under another number is compacted again
-# (2: values an index entry carries are not repeated in its record's header line).
-COMPACTION_LAYOUT = 2
+# (2: values an index entry carries are not repeated in its record's header line; 3: small
+# values, up to 1 KiB, kept in the tensor sections).
+COMPACTION_LAYOUT = 3
 
 
 def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:

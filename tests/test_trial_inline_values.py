@@ -268,7 +268,7 @@ def test_every_stored_dtype_comes_back_as_the_event_file_gives_it(tmp_path):
         return x.astype(kind)
 
     names = ["float16_", "bfloat16_1", "int8_1x1", "uint16_", "uint32_1", "int64_1x1x1",
-             "bool_", "complex64_1", "float64_", "float32_2"]  # the last is not a scalar
+             "bool_", "complex64_1", "float64_", "float32_2", "float32_300"]  # 2 not scalars
     path = tmp_path / "dtypes"
     w = ThreadTrialWriter(str(path))
     w.write_collections(CollectionManager(framework="pytorch").export())
@@ -284,12 +284,18 @@ def test_every_stored_dtype_comes_back_as_the_event_file_gives_it(tmp_path):
     assert answers(compacted) == answers(plain)
     assert compacted.tensor("bfloat16_1").dtype(0) == "bfloat16"
     fresh = create_trial(str(path))
-    for n in names[:-1]:
+    for n in names[:-2]:
         got = fresh.tensor(n).values()
         assert {s: described(v) for s, v in got.items()} == {
             s: described(v) for s, v in plain.tensor(n).values().items()}
         assert {s: fresh.tensor(n).value(s).dtype for s in got} == {
             s: v.dtype for s, v in got.items()}
+    assert fresh.event_file_reads == 0
+    # A small value (8 bytes) is kept in the tensor's section too; a larger one (1,200 bytes,
+    # over SMDEBUG_MANIFEST_VALUE_BYTES' 1,024) is read from its event files.
+    small = fresh.tensor("float32_2").values()
+    assert {s: described(v) for s, v in small.items()} == {
+        s: described(v) for s, v in plain.tensor("float32_2").values().items()}
     assert fresh.event_file_reads == 0
     fresh.tensor(names[-1]).values()
     assert fresh.event_file_reads == 6

@@ -10,9 +10,12 @@ manifest is extended: its chunks are kept and only the index files after it are 
 from __future__ import annotations
 
 import json
+import math
 import time
 import zlib
 from dataclasses import dataclass
+
+import numpy as np
 
 from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
@@ -33,6 +36,11 @@ from smdebug_lite.storage import Storage, open_storage
 logger = get_logger(__name__)
 
 _SMALL_RECORD = 256  # an entry without a shape this short may hold one value: worth a look
+# Small records' values kept in the manifest's tensor sections (bytes of the value at most),
+# so the history of a bias, a norm or a small layer is read from the manifest, not from one
+# event file per step. Their records' framing adds less than this many bytes.
+DEFAULT_VALUE_BYTES = 1024
+_RECORD_FRAMING = 512
 DEFAULT_MIN_FILES = 1000  # at hook close, smaller trials open fast enough without a manifest
 
 
@@ -47,7 +55,8 @@ class CompactionResult:
     index_files_read: int = 0  # per-step index files read by this run
     chunks_written: int = 0
     chunks_reused: int = 0
-    values_inlined: int = 0
+    values_inlined: int = 0  # one-element values (tensor sections and document headers)
+    values_kept: int = 0  # small multi-element values (tensor sections)
     requests: int | None = None  # S3 requests made (None on local storage)
     seconds: float = 0.0
     note: str = ""  # why nothing (more) was compacted, or what was replaced
@@ -63,7 +72,8 @@ class CompactionResult:
         note = f" ({self.note})" if self.note else ""
         return (f"{self.uri}: manifest covers {steps} in {self.index_files} index files; "
                 f"read {self.index_files_read} index files, wrote {self.chunks_written} chunks "
-                f"(kept {self.chunks_reused}), inlined {self.values_inlined} values{req} in "
+                f"(kept {self.chunks_reused}), inlined {self.values_inlined} values, kept "
+                f"{self.values_kept} small values{req} in "
                 f"{self.seconds:.2f}s{note}")
 
 
@@ -71,8 +81,9 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
                   chunk_steps: int = mf.CHUNK_STEPS) -> CompactionResult:
     """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix).
 
-    `inline`: read the event records of one-element tensors and saved reductions and keep
-    their values in the manifest. `min_files`: leave a trial with fewer new index files to
+    `inline`: read the event records of one-element tensors and saved reductions, and of
+    small raw tensors (values of at most `SMDEBUG_MANIFEST_VALUE_BYTES` bytes, default 1024;
+    0 keeps one-element values only), and keep their values in the manifest. `min_files`: leave a trial with fewer new index files to
     cover (and no manifest yet) alone."""
     if chunk_steps < 1:
         raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
@@ -107,12 +118,16 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
         _finish(result, existing, storage, requests_before, started)
         return result
     last_key, last_crc = "", 0
+    value_bytes = env_int("SMDEBUG_MANIFEST_VALUE_BYTES", DEFAULT_VALUE_BYTES, minimum=0) \
+        if inline else 0
     for group in _groups(todo, chunk_steps):
         texts = storage.read_many(group)
         result.index_files_read += len(group)
         records = [mf.IndexRecord(k, t) for k, t in zip(group, texts, strict=True)]
-        result.values_inlined += _describe(storage, records, inline)
-        chunks.append(mf.write_chunk(storage, records))
+        inlined, kept = _describe(storage, records, inline, value_bytes)
+        result.values_inlined += inlined
+        result.values_kept += kept
+        chunks.append(mf.write_chunk(storage, records, value_bytes))
         result.chunks_written += 1
         last_key, last_crc = group[-1], zlib.crc32(texts[-1])
     m = mf.Manifest(chunks, last_key, last_crc,
@@ -196,16 +211,18 @@ def _groups(keys: list[str], chunk_steps: int) -> list[list[str]]:
     return out
 
 
-def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> int:
+def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool,
+              limit: int) -> tuple[int, int]:
     """Parse each record once: fill what the manifest's columns hold (mode, mode step, tensor
-    names, or why it is damaged) and, with `inline`, read one-element records and keep their
-    values on the records. Returns how many values were inlined."""
+    names, or why it is damaged) and, with `inline`, read one-element and small records and
+    keep their values on the records (values of raw tensors up to `limit` bytes). Returns
+    how many one-element values were inlined and how many small values were kept."""
     reader = None
     if inline:
         from smdebug_lite.trials.value_reader import ValueReader  # the trial's own decoding
 
         reader = ValueReader(storage, cache_bytes=64 * 1024 * 1024)
-    count = 0
+    inlined = kept = 0
     for r in records:
         try:
             si = parse_step_index(r.raw, r.key)
@@ -216,12 +233,16 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> 
         r.names = tuple(sorted(si.names))
         r.entry_names = frozenset(si.entries)
         r.original_names = si.original_names
+        if si.reductions:
+            r.reduced = {n: frozenset(saved) for n, saved in si.reductions.items()}
+            r.reduction_names = frozenset(e.get("tensorname") for saved in si.reductions.values()
+                                          for e in saved.values())
         if reader is None:
             continue
         in_doc = []
         for e in all_entries(si):
             name = e.get("tensorname")
-            if not isinstance(name, str) or not _may_be_scalar(e, name):
+            if not isinstance(name, str) or not _worth_reading(e, name, limit):
                 continue
             try:
                 arr = reader.read(si, e)
@@ -230,24 +251,40 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool) -> 
             text = encode_inline(arr)
             if text is not None:
                 r.inline[name] = text
-                count += 1
+                inlined += 1
                 if e.get(INLINE_KEY) == text:
                     in_doc.append(name)
+            elif name in r.entry_names and _keepable(arr, limit):
+                r.values[name] = arr
+                kept += 1
         r.in_doc = frozenset(in_doc)
-    return count
+    return inlined, kept
 
 
-def _may_be_scalar(entry: dict, name: str) -> bool:
+def _worth_reading(entry: dict, name: str, limit: int) -> bool:
+    """Whether the entry's record may hold one value, or a value of at most `limit` bytes."""
     if name.startswith(REDUCTIONS_PREFIX):
         return True
     try:
         shape = entry_shape(entry)
     except ValueError:
         return False
-    if shape is not None:
-        return all(d == 1 for d in shape)
     length = entry.get("length")
-    return isinstance(length, int) and length <= _SMALL_RECORD
+    if shape is not None and all(d == 1 for d in shape):
+        return True
+    if not isinstance(length, int):
+        return False
+    if limit <= 0:
+        return shape is None and length <= _SMALL_RECORD
+    # The shape bounds the elements (a byte at least each); the record's length their bytes.
+    fits = shape is None or math.prod(shape) <= limit
+    return fits and length <= max(limit + _RECORD_FRAMING, _SMALL_RECORD)
+
+
+def _keepable(arr: np.ndarray, limit: int) -> bool:
+    """A small numeric value the tensor sections can hold as its dtype and bytes."""
+    return (0 < arr.nbytes <= limit and arr.dtype.kind in "biufc" and not arr.dtype.hasobject
+            and arr.dtype.str[1:2] != "V")
 
 
 def _remove_orphans(storage: Storage, m: mf.Manifest) -> None:

@@ -7,7 +7,8 @@ memory hardly grows with its length. A document is
 parsed into a `StepIndex` only when a step's entries are asked for, from its chunk, which is
 read and kept in an LRU cache bounded by memory (`SMDEBUG_MANIFEST_CACHE_MB`, default 1024;
 `SMDEBUG_MANIFEST_CACHE_CHUNKS` also bounds the count). One tensor's history reads that
-tensor's section of each chunk instead of any document.
+tensor's section of each chunk instead of any document, and so does one value or reduction of
+a small tensor (`section_at`).
 """
 
 from __future__ import annotations
@@ -148,6 +149,15 @@ class CompactedIndex:
         self._chunk, self._row = cols["chunk"], cols["row"]
         self.namesets = [frozenset(s) for s in nameset_ids]
         self._holding: dict[str, np.ndarray] = {}  # tensor -> name-set numbers listing it
+        # (tensor, chunk) -> its section's values by row (None: no value there), and whether
+        # no document of the chunk holds a saved reduction of it; decoded sections are kept
+        # in an LRU bounded by their bytes (a quarter of the chunk cache's budget).
+        self._sections: OrderedDict[tuple[str, int], SectionValues | None] = OrderedDict()
+        self._section_bytes = 0
+        # Chunk -> (offset, bytes) of all its tensor sections, when all chunks' fit (see
+        # `_section_bytes_of`).
+        self._regions: dict[int, tuple[int, bytes]] = {}
+        self._regions_fit: bool | None = None
         self._starts: np.ndarray | None = None
 
     def __len__(self) -> int:
@@ -199,10 +209,16 @@ class CompactedIndex:
 
     @property
     def parse_at_open(self) -> bool:
-        """Whether the whole index, parsed, is small (`SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB`,
-        default 256, and within the cache): then it is parsed when the trial opens, as the
-        per-step files would be, so that no later read pays for it. Longer trials are parsed
-        chunk by chunk on demand and their memory stays bounded."""
+        """Whether the whole index is parsed when the trial opens, as its per-step files
+        would be, so that no later read pays for it: when the parsed index is small
+        (`SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB`, default 256, and within the cache), unless one
+        worker wrote it and every chunk holds the small values' sections (written by this
+        release with `SMDEBUG_MANIFEST_VALUE_BYTES` > 0): then values, histories and
+        reductions of small tensors come from the sections, and a chunk's documents are
+        parsed only when a step's entries are first needed (a large tensor's value, a shape),
+        as in a long trial, whose memory stays bounded."""
+        if self.refs and len(self.workers) <= 1 and all(r.values > 0 for r in self.refs):
+            return False
         estimate = self.docs_bytes * PARSED_PER_COMPRESSED_BYTE
         limit = env_int("SMDEBUG_MANIFEST_PARSE_AT_OPEN_MB", DEFAULT_PARSE_AT_OPEN_MB,
                         minimum=0) << 20
@@ -271,6 +287,65 @@ class CompactedIndex:
             raise IndexFileCorrupted(self.storage.uri(ref.key), self.bad_chunks.get(
                 int(self._chunk[pos]), "damaged"), step, worker) from None
         return self._parse(mf.IndexRecord(key, raw, {}, step, worker))
+
+    # -- one value from a tensor section ---------------------------------------------------
+
+    def section_at(self, name: str, pos: int) -> tuple[SectionValues, int] | None:
+        """The section of raw tensor `name` in the chunk of row `pos`, decoded (kept in an
+        LRU), and the row's number in it; None when the chunk has no usable section of it.
+        `values[row]` is None where the section holds no value (the documents answer)."""
+        sec = self._section(name, int(self._chunk[pos]))
+        return None if sec is None else (sec, int(self._row[pos]))
+
+    def _section(self, name: str, ci: int) -> SectionValues | None:
+        key = (name, ci)
+        sections = self._sections
+        if key in sections:
+            sections.move_to_end(key)
+            return sections[key]
+        entry = self._tensors[ci].get(name)
+        sec = None
+        if entry is not None and ci not in self.bad_chunks:
+            ref = self.refs[ci]
+            try:
+                data = self._section_bytes_of(ci, entry[0], entry[1])
+                column = mf.decode_tensor_section(data, self._tensors[ci], name, ref)
+            except (FileNotFoundError, mf.ManifestInvalid):
+                column = None  # the documents answer instead, or explain
+            if column is not None:
+                sec = SectionValues(column, ref.files)
+        sections[key] = sec
+        self._section_bytes += sec.nbytes if sec is not None else 0
+        budget = self.cache_bytes // 4
+        while len(sections) > 1 and self._section_bytes > budget:
+            _, old = sections.popitem(last=False)
+            self._section_bytes -= old.nbytes if old is not None else 0
+        return sec
+
+    def _section_bytes_of(self, ci: int, offset: int, size: int) -> bytes:
+        """A tensor section's bytes as stored. When the tensor sections of every chunk fit
+        in an eighth of the cache's budget together, a chunk's are read in one request and
+        kept (a sweep over tensors then costs one GET per chunk on S3, not one per tensor
+        and chunk); otherwise each section is read alone."""
+        if self._regions_fit is None:
+            total = 0
+            for tensors in self._tensors:
+                if tensors:
+                    total += max(o + n for o, n, _ in tensors.values()) - min(
+                        o for o, _, _ in tensors.values())
+            self._regions_fit = total <= self.cache_bytes // 8
+        key = self.refs[ci].key
+        if not self._regions_fit:
+            return self.storage.read_ranges([key], [offset], [size])[0]
+        held = self._regions.get(ci)
+        if held is None:
+            tensors = self._tensors[ci]
+            start = min(o for o, _, _ in tensors.values())
+            end = max(o + n for o, n, _ in tensors.values())
+            held = self._regions[ci] = (start, self.storage.read_ranges([key], [start],
+                                                                       [end - start])[0])
+        start, data = held
+        return data[offset - start:offset - start + size]
 
     # -- one tensor's history --------------------------------------------------------------
 
@@ -355,6 +430,26 @@ class CompactedIndex:
             if len(got) < b - a:
                 break
         return out
+
+
+class SectionValues:
+    """One tensor's section of one chunk, decoded: its values by row (read-only arrays, as
+    the event records decode to; None where it holds none). `reduced`: the (reduction, abs)
+    pairs that any document of the chunk saved of the tensor (None: not known, in chunks of
+    earlier releases). `derived`: what a reader computes from the values, kept and evicted with them."""
+
+    __slots__ = ("values", "reduced", "nbytes", "derived")
+
+    def __init__(self, column: mf.TensorColumn, files: int) -> None:
+        values: list[Any] = [None] * files
+        for rows, arrays in column.groups:
+            arrays.flags.writeable = False
+            for i, row in enumerate(rows.tolist()):
+                values[row] = arrays[i, ...]
+        self.values = values
+        self.reduced = column.reduced
+        self.nbytes = sum(a.nbytes for _, a in column.groups) + 64 * files
+        self.derived: dict[Any, Any] = {}
 
 
 def _values_at(column: mf.TensorColumn, rows: np.ndarray, files: int) -> list[np.ndarray]:

@@ -8,7 +8,8 @@ requests. The per-step files stay where they are: smdebug 1.0.34 never looks und
 
 Version 2 also lets a reader open the trial without parsing any index document: each chunk
 starts with columns (step, worker, mode, mode step, tensor-name set of every index document),
-then the documents, then one column section per tensor holding its inlined values. Opening
+then the documents, then one column section per tensor holding its inlined values and the
+values of its small raw records (up to `SMDEBUG_MANIFEST_VALUE_BYTES`). Opening
 reads the head and each chunk's first bytes (the columns); a tensor's history reads its own
 section of each chunk; the documents are decompressed only when a step's entries are asked for.
 
@@ -95,11 +96,17 @@ class ChunkRef:
     nbytes: int
     prefix: int = 0  # bytes of the header line and the columns: what opening a trial reads
     prefix_sha256: str = ""
+    # Bytes up to which values of raw tensors are in the tensor sections (0: one-element
+    # values only, as chunks of earlier releases hold).
+    values: int = 0
 
     def to_json(self) -> dict:
-        return {"key": self.key, "first_step": self.first_step, "last_step": self.last_step,
-                "files": self.files, "sha256": self.sha256, "bytes": self.nbytes,
-                "prefix": self.prefix, "prefix_sha256": self.prefix_sha256}
+        out = {"key": self.key, "first_step": self.first_step, "last_step": self.last_step,
+               "files": self.files, "sha256": self.sha256, "bytes": self.nbytes,
+               "prefix": self.prefix, "prefix_sha256": self.prefix_sha256}
+        if self.values:
+            out["values"] = self.values
+        return out
 
 
 @dataclass(slots=True)
@@ -144,6 +151,11 @@ class IndexRecord:
     # Inlined names whose document entry already holds the same text (a writer that inlines
     # as it writes): not repeated in the record's header line.
     in_doc: frozenset[str] = frozenset()
+    # Small multi-element values of raw entries (the compactor's choice): tensor sections only.
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    # Saved reductions: their entries' names, and per tensor its (reduction, abs) pairs.
+    reduction_names: frozenset[str] = frozenset()
+    reduced: dict[str, frozenset[tuple[str, bool]]] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -214,30 +226,46 @@ def _encode_docs(records: Sequence[IndexRecord]) -> bytes:
 
 
 def _encode_tensor_sections(records: Sequence[IndexRecord]) -> list[tuple[str, bytes]]:
-    """Per raw tensor with inlined values: its rows and values, grouped by dtype and shape."""
+    """Per raw tensor with inlined or small values: its rows and values, grouped by dtype and
+    shape."""
     by_name: dict[str, dict[tuple[str, str], tuple[list[int], list[bytes]]]] = {}
+    reduced: dict[str, set[tuple[str, bool]]] = {}
+    for r in records:
+        for name, pairs in r.reduced.items():
+            reduced.setdefault(name, set()).update(pairs)
+
+    def add(name: str, dtype: str, dims: str, row: int, value: bytes) -> None:
+        rows, datas = by_name.setdefault(name, {}).setdefault((dtype, dims), ([], []))
+        rows.append(row)
+        datas.append(value)
+
     for i, r in enumerate(records):
         if r.damage is not None:
             continue
         for name, text in r.inline.items():
-            if name not in r.entry_names or text.__class__ is not str:
+            if (name not in r.entry_names and name not in r.reduction_names) \
+                    or text.__class__ is not str:
                 continue
             try:
                 dtype, dims, data = text.rsplit("|", 2)
                 value = bytes.fromhex(data)
             except ValueError:
                 continue
-            rows, datas = by_name.setdefault(name, {}).setdefault((dtype, dims), ([], []))
-            rows.append(i)
-            datas.append(value)
+            add(name, dtype, dims, i, value)
+        for name, arr in r.values.items():
+            if name in r.entry_names and name not in r.inline:
+                add(name, arr.dtype.str, ",".join(map(str, arr.shape)), i,
+                    np.ascontiguousarray(arr).tobytes())
     out = []
     for name in sorted(by_name):
         groups = by_name[name]
-        meta = {"groups": [[dt, dims, len(rows)] for (dt, dims), (rows, _) in groups.items()]}
+        meta = {"groups": [[dt, dims, len(rows)] for (dt, dims), (rows, _) in groups.items()],
+                "reduced": sorted([r, a] for r, a in reduced.get(name, ()))}
         parts = [json.dumps(meta, separators=(",", ":")).encode(), b"\n"]
         for rows, datas in groups.values():
             parts += [np.asarray(rows, dtype="<i4").tobytes(), b"".join(datas)]
-        out.append((name, zlib.compress(b"".join(parts), 6)))
+        # Level 1: saved values (floats, mostly) hardly shrink more at higher levels.
+        out.append((name, zlib.compress(b"".join(parts), 1)))
     return out
 
 
@@ -264,13 +292,15 @@ def chunk_key(first: int, last: int, sha256: str) -> str:
     return f"{CHUNK_DIR}/{first:012d}-{last:012d}-{sha256[:12]}.zz"
 
 
-def write_chunk(storage: Storage, records: Sequence[IndexRecord]) -> ChunkRef:
+def write_chunk(storage: Storage, records: Sequence[IndexRecord], values: int = 0) -> ChunkRef:
+    """`values`: the bytes up to which the compactor kept raw tensors' values (recorded in
+    the head: a reader opens a trial whose chunks all hold them on demand)."""
     data, first, last, prefix = encode_chunk(records)
     digest = hashlib.sha256(data).hexdigest()
     key = chunk_key(first, last, digest)
     storage.write_atomic(key, data)
     return ChunkRef(key, first, last, len(records), digest, len(data), prefix,
-                    hashlib.sha256(data[:prefix]).hexdigest())
+                    hashlib.sha256(data[:prefix]).hexdigest(), values)
 
 
 # -- chunks: reading ----------------------------------------------------------------------
@@ -435,9 +465,12 @@ def _pieces(section: bytes, where: str) -> Iterator[bytes]:
 
 @dataclass(slots=True)
 class TensorColumn:
-    """A tensor's inlined values in one chunk: groups of (rows, values of shape (n, *dims))."""
+    """A tensor's values in one chunk: groups of (rows, values of shape (n, *dims)).
+    `reduced`: the (reduction, abs) pairs saved for the tensor by any document of the chunk
+    (None when the section does not say: written by an earlier release)."""
 
     groups: list[tuple[np.ndarray, np.ndarray]]
+    reduced: frozenset[tuple[str, bool]] | None = None
 
 
 def decode_tensor_section(data: bytes, tensors: dict[str, tuple[int, int, int]], name: str,
@@ -472,7 +505,16 @@ def decode_tensor_section(data: bytes, tensors: dict[str, tuple[int, int, int]],
     except (KeyError, TypeError, ValueError) as e:
         raise ManifestInvalid(where, f"malformed tensor section ({type(e).__name__}: {e})"
                               ) from None
-    return TensorColumn(groups)
+    return TensorColumn(groups, _reduced_pairs(meta.get("reduced")))
+
+
+def _reduced_pairs(found: object) -> frozenset[tuple[str, bool]] | None:
+    if not isinstance(found, list):
+        return None
+    try:
+        return frozenset((str(r), bool(a)) for r, a in found)
+    except (TypeError, ValueError):
+        return None
 
 
 def decode_chunk(data: bytes, ref: ChunkRef) -> list[IndexRecord]:
@@ -538,7 +580,7 @@ def decode_head(data: bytes, where: str = HEAD_KEY) -> Manifest:
     try:
         chunks = [ChunkRef(str(c["key"]), int(c["first_step"]), int(c["last_step"]),
                            int(c["files"]), str(c["sha256"]), int(c["bytes"]),
-                           int(c["prefix"]), str(c["prefix_sha256"]))
+                           int(c["prefix"]), str(c["prefix_sha256"]), int(c.get("values", 0)))
                   for c in doc["chunks"]]
         m = Manifest(chunks, str(doc["last_key"]), int(doc["last_key_crc32"]),
                      {str(k): int(v) for k, v in doc["last_step_of_worker"].items()})

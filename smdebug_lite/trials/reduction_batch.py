@@ -47,3 +47,25 @@ def reduce_rows(reduction: str, is_abs: bool, arrays: Sequence[np.ndarray],
     if type(alone) is not type(found[0]) or alone.tobytes() != found[0].tobytes():
         return None
     return found
+
+
+def reduce_all(reduction: str, is_abs: bool, values: Sequence[np.ndarray | None],
+               tensor_name: str | None = None) -> list[np.generic | None]:
+    """Per item of `values`, `compute_reduction`'s result where `reduce_rows` gives it for
+    the items of one shape and dtype at once; None elsewhere (computed one by one when
+    asked for)."""
+    done: list[np.generic | None] = [None] * len(values)
+    groups: dict[tuple[tuple[int, ...], str], list[int]] = {}
+    for i, v in enumerate(values):
+        if v is not None:
+            groups.setdefault((v.shape, v.dtype.str), []).append(i)
+    for at in groups.values():
+        first = values[at[0]]
+        if len(at) < MIN_ROWS or not batchable(reduction, first):  # type: ignore[arg-type]
+            continue
+        found = reduce_rows(reduction, is_abs, [values[i] for i in at],  # type: ignore[misc]
+                            tensor_name)
+        if found is not None:
+            for i, value in zip(at, found, strict=True):
+                done[i] = value
+    return done

@@ -26,7 +26,9 @@ from smdebug_lite.exceptions import IndexFileCorrupted
 from smdebug_lite.index import StepIndex
 from smdebug_lite.index.compacted import CompactedIndex
 from smdebug_lite.modes import ModeKeys
+from smdebug_lite.reductions import check_reduction_name, compute_reduction, reduction_tensor_name
 from smdebug_lite.trials.array_map import ArrayMap
+from smdebug_lite.trials.reduction_batch import reduce_all
 
 GLOBAL = ModeKeys.GLOBAL
 _MODE_OF_VALUE = {m.value: m for m in ModeKeys}
@@ -79,6 +81,11 @@ class StepTable:
         self._seg_last = -1
         self._seg_steps = np.zeros(0, dtype=np.int64)
         self._seg_bounds = np.zeros(1, dtype=np.int64)
+        # When each step has one row and the steps are evenly spaced (`first + i * stride`),
+        # a step's row is arithmetic: the per-value lookup of `only` needs no search.
+        self._seg_single = False
+        self._seg_first = 0
+        self._seg_stride = 0
 
     def __len__(self) -> int:
         """Distinct global steps with at least one index file read."""
@@ -135,6 +142,10 @@ class StepTable:
         self._seg_steps = ustep
         self._seg_bounds = np.r_[first, len(steps)].astype(np.int64)
         counts = np.diff(self._seg_bounds)
+        self._seg_single = bool(len(steps) == len(ustep))
+        self._seg_first = int(ustep[0])
+        gaps = np.diff(ustep)
+        self._seg_stride = int(gaps[0]) if len(gaps) and bool((gaps == gaps[0]).all()) else 0
         # Step -> (mode, mode step) of the first index file of the step, and per mode its
         # mode steps -> the first global step holding each: arrays, not dicts (see ArrayMap).
         self._step_modes = seg.mode[first].copy()
@@ -201,6 +212,20 @@ class StepTable:
         if i >= len(self._seg_steps) or int(self._seg_steps[i]) != gs:
             return None
         return int(self._seg_bounds[i]), int(self._seg_bounds[i + 1])
+
+    def _seg_only_row(self, gs: int) -> int:
+        """The row of global step `gs` when the compacted index holds one row per step and
+        it is a known step; else -1 (then `holders` answers)."""
+        if not self._seg_single or gs < 0 or gs > self._seg_last:
+            return -1
+        stride = self._seg_stride
+        if stride:
+            i, off = divmod(gs - self._seg_first, stride)
+            return i if not off and i >= 0 else -1
+        if len(self._seg_steps) == 1:
+            return 0 if gs == self._seg_first else -1
+        i = int(self._seg_steps.searchsorted(gs))
+        return i if i < len(self._seg_steps) and int(self._seg_steps[i]) == gs else -1
 
     def add_damage(self, damage: IndexFileCorrupted) -> None:
         """A worker's index file of a step that could not be read: the worker did write the
@@ -349,12 +374,71 @@ class StepTable:
             m2g = self._mode_to_global.get(mode)  # type: ignore[arg-type]
             gs = None if m2g is None else m2g.get(step)
         if gs is not None and gs <= self._seg_last:
+            row = self._seg_only_row(gs)
+            if row >= 0 and gs not in self._by_step:
+                return self._seg.step_index(row)  # type: ignore[union-attr]
             held = self.holders(gs)
             return next(iter(held.values())) if held and len(held) == 1 else None
         by_worker = self._by_step.get(gs)  # type: ignore[arg-type]
         if by_worker is not None and len(by_worker) == 1:
             return self._first[gs]  # type: ignore[index]
         return None
+
+    def section_value(self, name: str, mode: ModeKeys | None,
+                      step: int) -> np.ndarray | None:
+        """The value of raw tensor `name` at `step` (in `mode` numbering) when a manifest's
+        tensor section holds it and the trial has one index file per step: read without
+        parsing any document. None otherwise (then `only` answers)."""
+        row = self._seg_row(mode, step)
+        if row < 0:
+            return None
+        found = self._seg.section_at(name, row)  # type: ignore[union-attr]
+        return None if found is None else found[0].values[found[1]]
+
+    def section_reduction(self, name: str, mode: ModeKeys | None, step: int, reduction: str,
+                          is_abs: bool) -> np.ndarray | np.generic | None:
+        """`Tensor.reduction_value` from a manifest's tensor sections, as `section_value`:
+        the saved reduction's value, else (when no document of the chunk saved that one for
+        `name`) computed from the raw value (those of the whole section at once, bit for bit
+        as one by one, and kept with it). None when the sections cannot say."""
+        row = self._seg_row(mode, step)
+        if row < 0:
+            return None
+        seg = self._seg
+        assert seg is not None
+        raw = seg.section_at(name, row)
+        if raw is None or raw[0].reduced is None or (reduction, is_abs) in raw[0].reduced:
+            # Perhaps saved: its own section holds it, else the documents answer.
+            saved = seg.section_at(reduction_tensor_name(name, reduction, is_abs,
+                                                         keep_tf_suffix=True), row)
+            return None if saved is None else saved[0].values[saved[1]]
+        sec, at = raw
+        if sec.values[at] is None:
+            return None
+        check_reduction_name(reduction)
+        done = sec.derived.get((reduction, is_abs))
+        if done is None:
+            done = sec.derived[(reduction, is_abs)] = reduce_all(reduction, is_abs, sec.values,
+                                                                 name)
+        value = done[at]
+        if value is None:
+            value = done[at] = compute_reduction(reduction, sec.values[at], is_abs,
+                                                 tensor_name=name)
+        return value
+
+    def _seg_row(self, mode: ModeKeys | None, step: int) -> int:
+        """The compacted index's only row of `step` (in `mode` numbering), else -1."""
+        if self._seg is None:
+            return -1
+        if mode is GLOBAL:
+            gs: int | None = step
+        else:
+            m2g = self._mode_to_global.get(mode)  # type: ignore[arg-type]
+            gs = None if m2g is None else m2g.get(step)
+        if gs is None:
+            return -1
+        row = self._seg_only_row(gs)
+        return -1 if row < 0 or gs in self._by_step else row
 
     @property
     def index_count(self) -> int:

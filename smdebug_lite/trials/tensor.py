@@ -213,8 +213,14 @@ class Tensor:
         if worker is not None:
             worker = check_worker(worker)
         table = self._table
+        one = worker is None and table.num_workers <= 1
+        if one and table.compacted is not None:
+            # A small value a manifest holds in the tensor's section: no document parsed.
+            found = table.section_value(self.name, mode, step_num)
+            if found is not None:
+                return found
         # The usual case inline (one writer, a known step holding this tensor): `_step_index`.
-        si = table.only(mode, step_num) if worker is None and table.num_workers <= 1 else None
+        si = table.only(mode, step_num) if one else None
         if si is None or self.name not in si.names:
             si = self._step_index(step_num, mode, worker)
         entry = si.entries.get(self.name)
@@ -337,8 +343,16 @@ class Tensor:
         if worker is not None:
             worker = check_worker(worker)
         table = self._table
+        one = worker is None and table.num_workers <= 1
+        if one and table.compacted is not None:
+            # Saved, or computed from a small value, in a manifest's tensor sections: no
+            # document parsed.
+            found = table.section_reduction(self.name, mode, step_num, reduction_name,
+                                            bool(abs))
+            if found is not None:
+                return found
         # The usual case inline (one writer, a known step holding this tensor): `_step_index`.
-        si = table.only(mode, step_num) if worker is None and table.num_workers <= 1 else None
+        si = table.only(mode, step_num) if one else None
         if si is None or self.name not in si.names:
             si = self._step_index(step_num, mode, worker)
         name = self.name
@@ -380,3 +394,4 @@ class Tensor:
         from smdebug_lite.table import to_pandas
 
         return to_pandas(self.trial, tensors=[self.name], **selection)
+
