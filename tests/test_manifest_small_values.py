@@ -172,3 +172,27 @@ def test_a_section_that_does_not_list_saved_reductions_leaves_them_to_the_docume
     column = manifest.decode_tensor_section(data, {"w": (0, len(data), zlib.crc32(data))}, "w",
                                             ref)
     assert column.reduced == {("mean", False)}
+
+
+def test_a_damaged_section_is_reported_once_and_the_answers_stay(runs, tmp_path, caplog):
+    import logging
+    import shutil
+
+    run, plain = runs
+    copy = tmp_path / "damaged"
+    shutil.copytree(run, copy)
+    t = create_trial(str(copy))
+    seg = t.step_table.compacted
+    name = "Sequential_2.bias"
+    chunk = copy / seg.refs[0].key
+    columns = manifest.decode_prefix(chunk.read_bytes()[:seg.refs[0].prefix], seg.refs[0])
+    offset, size, _ = columns.tensors[name]
+    data = bytearray(chunk.read_bytes())
+    data[offset + size // 2] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    t = create_trial(str(copy))
+    ref = create_trial(str(plain))
+    with caplog.at_level(logging.WARNING):
+        assert sweep(t, [name]) == sweep(ref, [name])
+    said = [r for r in caplog.records if "Not using the section" in r.getMessage()]
+    assert len(said) == 1 and name in said[0].getMessage()

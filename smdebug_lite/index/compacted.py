@@ -304,16 +304,19 @@ class CompactedIndex:
             sections.move_to_end(key)
             return sections[key]
         entry = self._tensors[ci].get(name)
+        if entry is None or ci in self.bad_chunks:
+            return None
+        ref = self.refs[ci]
         sec = None
-        if entry is not None and ci not in self.bad_chunks:
-            ref = self.refs[ci]
-            try:
-                data = self._section_bytes_of(ci, entry[0], entry[1])
-                column = mf.decode_tensor_section(data, self._tensors[ci], name, ref)
-            except (FileNotFoundError, mf.ManifestInvalid):
-                column = None  # the documents answer instead, or explain
-            if column is not None:
-                sec = SectionValues(column, ref.files)
+        try:
+            data = self._section_bytes_of(ci, entry[0], entry[1])
+            sec = SectionValues(mf.decode_tensor_section(data, self._tensors[ci], name, ref),
+                                ref.files)
+        except (FileNotFoundError, mf.ManifestInvalid) as e:  # kept as None: said once
+            logger.warning("Not using the section of %r in the compacted index chunk %s (%s); "
+                           "reading its values from the index documents and event files",
+                           name, self.storage.uri(ref.key),
+                           e.reason if isinstance(e, mf.ManifestInvalid) else "it is gone")
         sections[key] = sec
         self._section_bytes += sec.nbytes if sec is not None else 0
         budget = self.cache_bytes // 4
