@@ -11,11 +11,9 @@ import zlib
 
 import numpy as np
 import pytest
-import torch
 from test_trial_inline_values import answers, described, gets, without_manifest
-from torch import nn
+from test_trial_inline_values import train as train_layers
 
-import smdebug_lite.pytorch as smd
 from smdebug_lite.index import manifest
 from smdebug_lite.index.compact import compact_trial
 from smdebug_lite.modes import ModeKeys
@@ -36,30 +34,9 @@ def compact_every_run(monkeypatch):
 
 
 def train(out_dir: str) -> None:
-    """Real training: a weight over the limit, small weights and biases, saved reductions of
-    every tensor, the loss, and a few EVAL steps at the end."""
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(16, 20), nn.ReLU(), nn.Linear(20, 3), nn.ReLU(),
-                          nn.Linear(3, 1))
-    loss_fn = nn.MSELoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    hook = smd.Hook(out_dir, save_config=smd.SaveConfig(save_interval=1),
-                    include_collections=["weights", "biases", "gradients", "losses"],
-                    reduction_config=smd.ReductionConfig(reductions=["mean", "max"],
-                                                         norms=["l2"], save_raw_tensor=True))
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    for step in range(STEPS):
-        if step == STEPS - 4:
-            hook.set_mode(smd.modes.EVAL)
-        x = torch.randn(8, 16)
-        loss = loss_fn(model(x), x.sum(dim=1, keepdim=True))
-        if step < STEPS - 4:
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    hook.close()
-    smd.del_hook()
+    """Real training: a weight over the limit (16 -> 20), small weights and biases, saved
+    reductions of every tensor, the loss, and a few EVAL steps at the end."""
+    train_layers(out_dir, STEPS, widths=(16, 20, 3, 1))
 
 
 def sweep(t, names=None) -> dict:

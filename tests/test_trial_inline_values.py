@@ -152,10 +152,15 @@ def test_golden_compacted_on_s3_makes_no_event_file_get_for_scalars(s3_endpoint,
 
 # -- trials written by the PyTorch hook -------------------------------------------------------
 
-def train(out_dir: str, steps: int = 24) -> None:
-    """Real training with saved reductions, raw weights, one-element biases and the loss."""
+def train(out_dir: str, steps: int = 24, widths: tuple[int, ...] = (4, 3, 1)) -> None:
+    """Real training with saved reductions, raw weights, one-element biases and the loss: a
+    stack of linear layers (ReLU between them) of these widths, input first; the last 4 steps
+    evaluate."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 1))
+    layers: list[nn.Module] = []
+    for a, b in zip(widths[:-1], widths[1:], strict=True):
+        layers += [nn.Linear(a, b), nn.ReLU()]
+    model = nn.Sequential(*layers[:-1])
     loss_fn = nn.MSELoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     hook = smd.Hook(out_dir, save_config=smd.SaveConfig(save_interval=1),
@@ -168,7 +173,7 @@ def train(out_dir: str, steps: int = 24) -> None:
         evaluating = step >= steps - 4
         if step == steps - 4:
             hook.set_mode(smd.modes.EVAL)
-        x = torch.randn(8, 4)
+        x = torch.randn(8, widths[0])
         loss = loss_fn(model(x), x.sum(dim=1, keepdim=True))
         if not evaluating:
             opt.zero_grad()
