@@ -38,9 +38,9 @@ logger = get_logger(__name__)
 _SMALL_RECORD = 256  # an entry without a shape this short may hold one value: worth a look
 # Small records' values kept in the manifest's tensor sections (bytes of the value at most),
 # so the history of a bias, a norm or a small layer is read from the manifest, not from one
-# event file per step. Their records' framing adds less than this many bytes.
+# event file per step.
 DEFAULT_VALUE_BYTES = 1024
-_RECORD_FRAMING = 512
+_RECORD_FRAMING = 512  # a record's bytes beyond its value's are fewer than this
 DEFAULT_MIN_FILES = 1000  # at hook close, smaller trials open fast enough without a manifest
 
 
@@ -83,8 +83,8 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
 
     `inline`: read the event records of one-element tensors and saved reductions, and of
     small raw tensors (values of at most `SMDEBUG_MANIFEST_VALUE_BYTES` bytes, default 1024;
-    0 keeps one-element values only), and keep their values in the manifest. `min_files`: leave a trial with fewer new index files to
-    cover (and no manifest yet) alone."""
+    0 keeps one-element values only), and keep their values in the manifest. `min_files`:
+    leave a trial with fewer new index files to cover (and no manifest yet) alone."""
     if chunk_steps < 1:
         raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
     started = time.monotonic()
