@@ -173,3 +173,37 @@ def test_a_damaged_section_is_reported_once_and_the_answers_stay(runs, tmp_path,
         assert sweep(t, [name]) == sweep(ref, [name])
     said = [r for r in caplog.records if "Not using the section" in r.getMessage()]
     assert len(said) == 1 and name in said[0].getMessage()
+
+
+def test_a_head_with_a_bad_values_key_is_not_used(runs, tmp_path, caplog):
+    """The per-chunk limit is read from the head; a value that is not a number makes the
+    head malformed: a warning names it, the per-step files answer, nothing is lost."""
+    import hashlib
+    import logging
+    import shutil
+
+    run, plain = runs
+    copy = tmp_path / "bad_head"
+    shutil.copytree(run, copy)
+    head = copy / manifest.HEAD_KEY
+    doc = json.loads(head.read_bytes().split(b"\n")[0])
+    doc["chunks"][0]["values"] = "lots"
+    line = json.dumps(doc, sort_keys=True).encode()
+    head.write_bytes(line + b"\n" + hashlib.sha256(line).hexdigest().encode() + b"\n")
+    with caplog.at_level(logging.WARNING):
+        t = create_trial(str(copy))
+    assert "malformed head" in caplog.text and "'lots'" in caplog.text
+    assert t.step_table.compacted is None and t.index_files_read == STEPS
+    assert answers(t) == answers(create_trial(str(plain)))
+
+
+def test_a_bad_value_bytes_setting_is_named_and_the_default_used(runs, tmp_path, monkeypatch,
+                                                                 caplog):
+    import logging
+
+    run, _ = runs
+    monkeypatch.setenv("SMDEBUG_MANIFEST_VALUE_BYTES", "-5")
+    with caplog.at_level(logging.WARNING):
+        result = compact_trial(str(without_manifest(run, tmp_path / "bad_env")))
+    assert "SMDEBUG_MANIFEST_VALUE_BYTES='-5'" in caplog.text
+    assert result.values_kept > 0  # the default, 1,024 bytes

@@ -149,9 +149,8 @@ class CompactedIndex:
         self._chunk, self._row = cols["chunk"], cols["row"]
         self.namesets = [frozenset(s) for s in nameset_ids]
         self._holding: dict[str, np.ndarray] = {}  # tensor -> name-set numbers listing it
-        # (tensor, chunk) -> its section's values by row (None: no value there), and whether
-        # no document of the chunk holds a saved reduction of it; decoded sections are kept
-        # in an LRU bounded by their bytes (a quarter of the chunk cache's budget).
+        # (tensor, chunk) -> its section, decoded (None: unusable, said once); kept in an LRU
+        # bounded by their bytes (a quarter of the chunk cache's budget).
         self._sections: OrderedDict[tuple[str, int], SectionValues | None] = OrderedDict()
         self._section_bytes = 0
         # Chunk -> (offset, bytes) of all its tensor sections, when all chunks' fit (see
@@ -331,20 +330,14 @@ class CompactedIndex:
         kept (a sweep over tensors then costs one GET per chunk on S3, not one per tensor
         and chunk); otherwise each section is read alone."""
         if self._regions_fit is None:
-            total = 0
-            for tensors in self._tensors:
-                if tensors:
-                    total += max(o + n for o, n, _ in tensors.values()) - min(
-                        o for o, _, _ in tensors.values())
+            total = sum(end - start for start, end in map(_region, self._tensors))
             self._regions_fit = total <= self.cache_bytes // 8
         key = self.refs[ci].key
         if not self._regions_fit:
             return self.storage.read_ranges([key], [offset], [size])[0]
         held = self._regions.get(ci)
         if held is None:
-            tensors = self._tensors[ci]
-            start = min(o for o, _, _ in tensors.values())
-            end = max(o + n for o, n, _ in tensors.values())
+            start, end = _region(self._tensors[ci])
             held = self._regions[ci] = (start, self.storage.read_ranges([key], [start],
                                                                        [end - start])[0])
         start, data = held
@@ -428,10 +421,11 @@ class CompactedIndex:
                 column = mf.decode_tensor_section(data, self._tensors[ci], name, ref)
             except mf.ManifestInvalid:
                 return out  # the documents answer instead, or explain
-            got = _values_at(column, self._row[rows[a:b]], ref.files)
-            out += got
-            if len(got) < b - a:
-                break
+            values = SectionValues(column, ref.files).values
+            for row in self._row[rows[a:b]].tolist():
+                if values[row] is None:
+                    return out  # the longest leading run with a value
+                out.append(values[row])
         return out
 
 
@@ -439,7 +433,8 @@ class SectionValues:
     """One tensor's section of one chunk, decoded: its values by row (read-only arrays, as
     the event records decode to; None where it holds none). `reduced`: the (reduction, abs)
     pairs that any document of the chunk saved of the tensor (None: not known, in chunks of
-    earlier releases). `derived`: what a reader computes from the values, kept and evicted with them."""
+    earlier releases). `derived`: what a reader computes from the values, kept and evicted
+    with them."""
 
     __slots__ = ("values", "reduced", "nbytes", "derived")
 
@@ -455,24 +450,10 @@ class SectionValues:
         self.derived: dict[Any, Any] = {}
 
 
-def _values_at(column: mf.TensorColumn, rows: np.ndarray, files: int) -> list[np.ndarray]:
-    """Values of `rows` of one chunk, for the longest leading run that has one (read-only
-    arrays of the saved dtype and shape, as an inlined entry decodes to)."""
-    group = np.full(files, -1, dtype=np.int32)
-    index = np.zeros(files, dtype=np.int64)
-    for g, (grows, _) in enumerate(column.groups):
-        group[grows] = g
-        index[grows] = np.arange(len(grows))
-    gs = group[rows]
-    missing = np.flatnonzero(gs < 0)
-    n = int(missing[0]) if len(missing) else len(rows)
-    out: list[Any] = [None] * n
-    for g, (_, values) in enumerate(column.groups):
-        at = np.flatnonzero(gs[:n] == g)
-        if not len(at):
-            continue
-        picked = values[index[rows[at]]]
-        picked.flags.writeable = False
-        for i, k in enumerate(at.tolist()):
-            out[k] = picked[i, ...]
-    return out
+def _region(tensors: dict[str, tuple[int, int, int]]) -> tuple[int, int]:
+    """(first byte, end) of a chunk's tensor sections, which lie back to back; (0, 0) for
+    none."""
+    if not tensors:
+        return 0, 0
+    return (min(o for o, _, _ in tensors.values()),
+            max(o + n for o, n, _ in tensors.values()))

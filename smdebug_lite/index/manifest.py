@@ -253,7 +253,7 @@ def _encode_tensor_sections(records: Sequence[IndexRecord]) -> list[tuple[str, b
                 continue
             add(name, dtype, dims, i, value)
         for name, arr in r.values.items():
-            if name in r.entry_names and name not in r.inline:
+            if name in r.entry_names:
                 add(name, arr.dtype.str, ",".join(map(str, arr.shape)), i,
                     np.ascontiguousarray(arr).tobytes())
     out = []

@@ -222,8 +222,6 @@ class StepTable:
         if stride:
             i, off = divmod(gs - self._seg_first, stride)
             return i if not off and i >= 0 else -1
-        if len(self._seg_steps) == 1:
-            return 0 if gs == self._seg_first else -1
         i = int(self._seg_steps.searchsorted(gs))
         return i if i < len(self._seg_steps) and int(self._seg_steps[i]) == gs else -1
 
@@ -430,11 +428,7 @@ class StepTable:
         """The compacted index's only row of `step` (in `mode` numbering), else -1."""
         if self._seg is None:
             return -1
-        if mode is GLOBAL:
-            gs: int | None = step
-        else:
-            m2g = self._mode_to_global.get(mode)  # type: ignore[arg-type]
-            gs = None if m2g is None else m2g.get(step)
+        gs = self.global_step(mode, step)
         if gs is None:
             return -1
         row = self._seg_only_row(gs)
