@@ -9,7 +9,7 @@ Two trials of STEPS steps x TENSORS tensors (float32, mixed shapes, TRAIN mode):
 
 and each of them compacted (a copy with `manifest/`, see docs/scale.md): the smdebug-written one
 with `compact_trial`, the smdebug-lite-written one with `compact_at_close`, what a hook calls at
-close (it compacts a trial of at least SMDEBUG_COMPACT_MIN_FILES index files, default 1000).
+close (it compacts a trial of at least SMDEBUG_COMPACT_MIN_FILES index files, default 100).
 smdebug 1.0.34 never reads `manifest/`, so its timings for a compacted copy are those of the
 trial it was copied from (--ref-on-compacted measures them again).
 

@@ -165,7 +165,7 @@ def training_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Pa
     ("SMDEBUG_LOG_ALL_TO_STDOUT", "True"), ("SMDEBUG_MAX_JSON_MB", "256"),
     ("SMDEBUG_WRITER_MAX_PENDING_MB", "512"), ("SMDEBUG_HANDLE_SIGTERM", "True"),
     ("SMDEBUG_WRITER_START_TIMEOUT_S", "60"), ("SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S", "60"),
-    ("SMDEBUG_COMPACT", "True"), ("SMDEBUG_COMPACT_MIN_FILES", "1000"),
+    ("SMDEBUG_COMPACT", "True"), ("SMDEBUG_COMPACT_MIN_FILES", "100"),
 ])
 def test_a_bad_training_setting_warns_and_training_goes_on(training_run, name, default):
     proc, out = training_run
