@@ -5,7 +5,9 @@ Two trials of STEPS steps x TENSORS tensors (float32, mixed shapes, TRAIN mode):
   smdebug-written       written by real smdebug 1.0.34's FileWriter in the reference venv
                         (`smdebug_written_job.py`): per tensor its reductions (mean, max, l2)
                         and the raw tensor, as a hook with a ReductionConfig writes them
-  smdebug-lite-written  written by smdebug-lite's TrialWriter (raw tensors only)
+  smdebug-lite-written  written by smdebug-lite's TrialWriter (raw tensors only), as a trial
+                        of ours is before its hook closes (still being written, or a job that
+                        was killed)
 
 and each of them compacted (a copy with `manifest/`, see docs/scale.md): the smdebug-written one
 with `compact_trial`, the smdebug-lite-written one with `compact_at_close`, what a hook calls at
