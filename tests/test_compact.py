@@ -137,72 +137,59 @@ def test_compact_at_close_honours_the_switches(tmp_path, monkeypatch):
     assert compact_at_close("s3://") is None
 
 
-@pytest.mark.parametrize("switch", ["on", "off"])
-def test_pytorch_hook_compacts_at_close(tmp_path, monkeypatch, switch):
+def _train_and_close(out: Path, steps: int, save_interval: int) -> None:
+    """A small PyTorch model trained for `steps` steps with a hook saving its weights and
+    losses every `save_interval` steps, closed at the end."""
     import torch
     from torch import nn
 
     import smdebug_lite.pytorch as smd
 
-    monkeypatch.setenv("SMDEBUG_COMPACT_MIN_FILES", "0")
-    monkeypatch.setenv("SMDEBUG_COMPACT", "1" if switch == "on" else "0")
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    out = tmp_path / "run"
-    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=2),
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=save_interval),
                     include_collections=["weights", "losses"])
     hook.register_module(model)
     hook.register_loss(loss_fn)
-    for _ in range(12):
+    for _ in range(steps):
         opt.zero_grad()
         loss = loss_fn(model(torch.randn(5, 4)), torch.randint(0, 2, (5,)))
         loss.backward()
         opt.step()
     hook.close()
     smd.del_hook()
-    assert (out / manifest.HEAD_KEY).exists() == (switch == "on")
+
+
+def _answers_as_without_manifest(tmp_path: Path, out: Path, steps: list[int],
+                                 compacted: bool) -> None:
     t = create_trial(str(out))
-    assert t.steps() == list(range(0, 12, 2))
-    assert t.index_files_read == (0 if switch == "on" else 6)
+    assert t.steps() == steps
+    assert t.index_files_read == (0 if compacted else len(steps))
     shutil.copytree(out, tmp_path / "plain", ignore=shutil.ignore_patterns(manifest.MANIFEST_DIR))
     plain = create_trial(str(tmp_path / "plain"))
-    assert plain.index_files_read == 6 and snapshot(t) == snapshot(plain)
+    assert plain.index_files_read == len(steps) and snapshot(t) == snapshot(plain)
+
+
+@pytest.mark.parametrize("switch", ["on", "off"])
+def test_pytorch_hook_compacts_at_close(tmp_path, monkeypatch, switch):
+    monkeypatch.setenv("SMDEBUG_COMPACT_MIN_FILES", "0")
+    monkeypatch.setenv("SMDEBUG_COMPACT", "1" if switch == "on" else "0")
+    out = tmp_path / "run"
+    _train_and_close(out, 12, save_interval=2)
+    assert (out / manifest.HEAD_KEY).exists() == (switch == "on")
+    _answers_as_without_manifest(tmp_path, out, list(range(0, 12, 2)), switch == "on")
 
 
 @pytest.mark.parametrize("saved_steps", [99, 100])
 def test_pytorch_hook_compacts_a_hundred_steps_by_default(tmp_path, monkeypatch, saved_steps):
     """Without any setting, a run of 100 saved steps is compacted at close and one of 99 is
     left with its per-step files only; both answer the same as without a manifest."""
-    import torch
-    from torch import nn
-
-    import smdebug_lite.pytorch as smd
-
     monkeypatch.delenv("SMDEBUG_COMPACT_MIN_FILES", raising=False)
     monkeypatch.delenv("SMDEBUG_COMPACT", raising=False)
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-    loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
     out = tmp_path / "run"
-    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
-                    include_collections=["weights", "biases", "losses"])
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    for _ in range(saved_steps):
-        opt.zero_grad()
-        loss = loss_fn(model(torch.randn(5, 4)), torch.randint(0, 2, (5,)))
-        loss.backward()
-        opt.step()
-    hook.close()
-    smd.del_hook()
+    _train_and_close(out, saved_steps, save_interval=1)
     compacted = saved_steps >= 100
     assert (out / manifest.HEAD_KEY).exists() == compacted
-    t = create_trial(str(out))
-    assert t.steps() == list(range(saved_steps))
-    assert t.index_files_read == (0 if compacted else saved_steps)
-    shutil.copytree(out, tmp_path / "plain", ignore=shutil.ignore_patterns(manifest.MANIFEST_DIR))
-    plain = create_trial(str(tmp_path / "plain"))
-    assert plain.index_files_read == saved_steps and snapshot(t) == snapshot(plain)
+    _answers_as_without_manifest(tmp_path, out, list(range(saved_steps)), compacted)
