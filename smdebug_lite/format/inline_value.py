@@ -16,9 +16,15 @@ import numpy as np
 INLINE_KEY = "inline"
 
 
+def plain_numeric(dtype: np.dtype) -> bool:
+    """A numeric dtype whose values are stored as `dtype.str` and their bytes (bool, integer,
+    float, complex; not a structured, object or void one such as bfloat16's)."""
+    return dtype.kind in "biufc" and not dtype.hasobject
+
+
 def encode_inline(arr: np.ndarray) -> str | None:
     """The entry text of a one-element numeric array, else None."""
-    if arr.size != 1 or arr.dtype.kind not in "biufc" or arr.dtype.hasobject:
+    if arr.size != 1 or not plain_numeric(arr.dtype):
         return None
     dims = ",".join(str(d) for d in arr.shape)
     return f"{arr.dtype.str}|{dims}|{np.ascontiguousarray(arr).tobytes().hex()}"

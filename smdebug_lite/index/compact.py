@@ -19,7 +19,7 @@ import numpy as np
 
 from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
-from smdebug_lite.format.inline_value import INLINE_KEY, encode_inline
+from smdebug_lite.format.inline_value import INLINE_KEY, encode_inline, plain_numeric
 from smdebug_lite.format.locations import (
     COLLECTIONS_DIR,
     END_OF_JOB_FILE,
@@ -286,8 +286,7 @@ def _worth_reading(entry: dict, name: str, limit: int) -> bool:
 
 def _keepable(arr: np.ndarray, limit: int) -> bool:
     """A small numeric value the tensor sections can hold as its dtype and bytes."""
-    return (0 < arr.nbytes <= limit and arr.dtype.kind in "biufc" and not arr.dtype.hasobject
-            and arr.dtype.str[1:2] != "V")
+    return 0 < arr.nbytes <= limit and plain_numeric(arr.dtype)
 
 
 def _remove_orphans(storage: Storage, m: mf.Manifest) -> None:

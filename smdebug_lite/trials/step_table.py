@@ -214,16 +214,19 @@ class StepTable:
         return int(self._seg_bounds[i]), int(self._seg_bounds[i + 1])
 
     def _seg_only_row(self, gs: int) -> int:
-        """The row of global step `gs` when the compacted index holds one row per step and
-        it is a known step; else -1 (then `holders` answers)."""
+        """The row of global step `gs` when the compacted index holds one row per step, it is
+        a known step and no index file read after the manifest holds it too; else -1 (then
+        `holders` answers)."""
         if not self._seg_single or gs < 0 or gs > self._seg_last:
             return -1
         stride = self._seg_stride
         if stride:
             i, off = divmod(gs - self._seg_first, stride)
-            return i if not off and i >= 0 else -1
-        i = int(self._seg_steps.searchsorted(gs))
-        return i if i < len(self._seg_steps) and int(self._seg_steps[i]) == gs else -1
+            row = i if not off and i >= 0 else -1
+        else:
+            i = int(self._seg_steps.searchsorted(gs))
+            row = i if i < len(self._seg_steps) and int(self._seg_steps[i]) == gs else -1
+        return -1 if row < 0 or gs in self._by_step else row
 
     def add_damage(self, damage: IndexFileCorrupted) -> None:
         """A worker's index file of a step that could not be read: the worker did write the
@@ -373,7 +376,7 @@ class StepTable:
             gs = None if m2g is None else m2g.get(step)
         if gs is not None and gs <= self._seg_last:
             row = self._seg_only_row(gs)
-            if row >= 0 and gs not in self._by_step:
+            if row >= 0:
                 return self._seg.step_index(row)  # type: ignore[union-attr]
             held = self.holders(gs)
             return next(iter(held.values())) if held and len(held) == 1 else None
@@ -429,10 +432,7 @@ class StepTable:
         if self._seg is None:
             return -1
         gs = self.global_step(mode, step)
-        if gs is None:
-            return -1
-        row = self._seg_only_row(gs)
-        return -1 if row < 0 or gs in self._by_step else row
+        return -1 if gs is None else self._seg_only_row(gs)
 
     @property
     def index_count(self) -> int:

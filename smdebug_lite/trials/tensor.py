@@ -394,4 +394,3 @@ class Tensor:
         from smdebug_lite.table import to_pandas
 
         return to_pandas(self.trial, tensors=[self.name], **selection)
-
