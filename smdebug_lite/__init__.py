@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from smdebug_lite import close_listeners, modes
+from smdebug_lite import modes, trial_listeners
 from smdebug_lite._version import __version__
 from smdebug_lite.config import Collection as Collection
 from smdebug_lite.config import CollectionKeys as CollectionKeys
@@ -20,7 +20,21 @@ def _compact_index(out_dir: str) -> None:
     compact_at_close(out_dir)
 
 
-close_listeners.add_listener(_compact_index)
+def _roll_index(out_dir: str, step: int) -> None:
+    """The chief writer's trial is compacted block by block as it is written."""
+    from smdebug_lite.index.rolling import step_written
+
+    step_written(out_dir, step)
+
+
+def _end_rolling(out_dir: str) -> None:
+    from smdebug_lite.index.rolling import writing_ended
+
+    writing_ended(out_dir)
+
+
+trial_listeners.add_listener(_compact_index)
+trial_listeners.add_step_listener(_roll_index, _end_rolling)
 
 _CONFIG_EXPORTS = [
     "Collection",

@@ -121,10 +121,10 @@ PRIVATE_ACCESS_ALLOWED: set[str] = set()
 #   bottom -> capture (hooks and framework adapters) -> writer -> storage
 #   storage -> index -> trials -> table -> rules -> rule_runner -> distributed -> export/report
 #   -> cli
-# `stop_signal` and `close_listeners` sit with the bottom: hooks talk through them to rules and
+# `stop_signal` and `trial_listeners` sit with the bottom: hooks talk through them to rules and
 # to the index compaction without importing either.
 BOTTOM = ("modes", "mode_keys", "exceptions", "env_settings", "logger", "redact", "reductions",
-          "config", "format", "storage", "stop_signal", "close_listeners")
+          "config", "format", "storage", "stop_signal", "trial_listeners")
 CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer")
 READING = ("index", "trials")
 OPTIONAL_INTEGRATIONS = ("lightning", "huggingface")

@@ -148,6 +148,7 @@ TRAINING_ENV = {
     "SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S": "-1",  # hooks/shutdown.py, on SIGTERM
     "SMDEBUG_COMPACT": "sometimes",  # index/compact.py, hook close
     "SMDEBUG_COMPACT_MIN_FILES": "abc",  # index/compact.py, hook close
+    "SMDEBUG_COMPACT_ROLLING": "often",  # index/rolling.py, first step written
 }
 
 
@@ -166,6 +167,7 @@ def training_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Pa
     ("SMDEBUG_WRITER_MAX_PENDING_MB", "512"), ("SMDEBUG_HANDLE_SIGTERM", "True"),
     ("SMDEBUG_WRITER_START_TIMEOUT_S", "60"), ("SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S", "60"),
     ("SMDEBUG_COMPACT", "True"), ("SMDEBUG_COMPACT_MIN_FILES", "100"),
+    ("SMDEBUG_COMPACT_ROLLING", "True"),
 ])
 def test_a_bad_training_setting_warns_and_training_goes_on(training_run, name, default):
     proc, out = training_run

@@ -637,7 +637,7 @@ class HookCore:
             try:
                 claimed = self._claim_out_dir()
                 if claimed:
-                    self._writer = open_trial_writer(self.out_dir, self.worker)
+                    self._writer = open_trial_writer(self.out_dir, self.worker, chief=self.chief)
             except OSError as e:  # (a full disk, a read-only or missing mount)
                 raise WriteFailed(f"writing to {self.out_dir} failed: {type(e).__name__}: {e}") from e
             if not claimed:
@@ -779,7 +779,7 @@ class HookCore:
                         logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
                 self.mark_training_end()
                 if self.chief:  # one writer: the index is compacted (SMDEBUG_COMPACT=0: not)
-                    from smdebug_lite.close_listeners import trial_written
+                    from smdebug_lite.trial_listeners import trial_written
 
                     trial_written(self.out_dir)
             self.side_outputs.close()

@@ -13,7 +13,7 @@ import json
 import math
 import time
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -63,6 +63,9 @@ class CompactionResult:
     requests: int | None = None  # S3 requests made (None on local storage)
     seconds: float = 0.0
     note: str = ""  # why nothing (more) was compacted, or what was replaced
+    chunks_checked: int = 0  # chunks of the manifest found read whole and checked
+    # The manifest as this run left it: what a later run of the same writer may trust.
+    manifest: mf.Manifest | None = field(default=None, repr=False, compare=False)
 
     @property
     def steps_covered(self) -> int:
@@ -81,20 +84,25 @@ class CompactionResult:
 
 
 def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
-                  chunk_steps: int = mf.CHUNK_STEPS) -> CompactionResult:
+                  chunk_steps: int = mf.CHUNK_STEPS, whole_chunks: bool = False,
+                  trusted: mf.Manifest | None = None) -> CompactionResult:
     """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix).
 
     `inline`: read the event records of one-element tensors and saved reductions, and of
     small raw tensors (values of at most `SMDEBUG_MANIFEST_VALUE_BYTES` bytes, default 1024;
     0 keeps one-element values only), and keep their values in the manifest. `min_files`:
-    leave a trial with fewer new index files to cover (and no manifest yet) alone."""
+    leave a trial with fewer new index files to cover (and no manifest yet) alone.
+    `whole_chunks`: cover only whole blocks of `chunk_steps` steps, so that a trial compacted
+    as it is written gets the chunks compacting it once would give. `trusted`: the manifest a
+    previous run left (its `result.manifest`); if the head still says exactly that, its chunks
+    are not read again (extending a growing trial would otherwise read it all each time)."""
     if chunk_steps < 1:
         raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
     started = time.monotonic()
     storage = open_storage(uri)
     requests_before = getattr(storage, "requests", None)
     result = CompactionResult(storage.uri())
-    existing = _existing(storage, result)
+    existing = _existing(storage, result, trusted)
     after = existing.last_key if existing else None
     keys = [k for k in storage.list(INDEX_DIR, start_after=after)
             if k.startswith(INDEX_DIR + "/") and parse_index_file_name(k) is not None]
@@ -107,9 +115,11 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
         early = parse_index_file_name(keys[0])[0]  # type: ignore[index]
         if early <= existing.last_step:
             result.note = f"replaced a stale manifest: {keys[0]} is newer than it"
-            return _rebuild(uri, inline, chunk_steps, started, result)
+            return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
     expected = _writing_workers(storage)
     cut = min(last_of_worker.values()) if len(last_of_worker) >= max(1, expected) else -1
+    if whole_chunks:
+        cut = (cut + 1) // chunk_steps * chunk_steps - 1
     todo = [k for k in keys if parse_index_file_name(k)[0] <= cut]  # type: ignore[index]
     chunks = list(existing.chunks) if existing else []
     result.chunks_reused = len(chunks)
@@ -163,13 +173,17 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
 
 # -- steps of compact_trial ----------------------------------------------------------------
 
-def _existing(storage: Storage, result: CompactionResult) -> mf.Manifest | None:
-    """The trial's manifest if it passes every check a reader makes, else None."""
+def _existing(storage: Storage, result: CompactionResult,
+              trusted: mf.Manifest | None = None) -> mf.Manifest | None:
+    """The trial's manifest if it passes every check a reader makes, else None. The chunks
+    of a head equal to `trusted` are taken as checked."""
     try:
         m = mf.read_head(storage)
         if m is None:
             return None
-        mf.read_chunks(storage, m.chunks)
+        if m != trusted:
+            mf.read_chunks(storage, m.chunks)
+            result.chunks_checked = len(m.chunks)
         mf.check_fresh(storage, m)
         return m
     except mf.ManifestInvalid as e:
@@ -178,11 +192,11 @@ def _existing(storage: Storage, result: CompactionResult) -> mf.Manifest | None:
         return None
 
 
-def _rebuild(uri: str, inline: bool, chunk_steps: int, started: float,
+def _rebuild(uri: str, inline: bool, chunk_steps: int, whole_chunks: bool, started: float,
              result: CompactionResult) -> CompactionResult:
     storage = open_storage(uri)
     storage.delete(mf.HEAD_KEY)
-    fresh = compact_trial(uri, inline=inline, chunk_steps=chunk_steps)
+    fresh = compact_trial(uri, inline=inline, chunk_steps=chunk_steps, whole_chunks=whole_chunks)
     fresh.note = result.note
     fresh.seconds = time.monotonic() - started
     return fresh
@@ -302,6 +316,7 @@ def _remove_orphans(storage: Storage, m: mf.Manifest) -> None:
 
 def _finish(result: CompactionResult, m: mf.Manifest | None, storage: Storage,
             requests_before: int | None, started: float) -> None:
+    result.manifest = m
     if m is not None and m.chunks:
         result.first_step, result.last_step, result.index_files = (m.first_step, m.last_step,
                                                                    m.files)

@@ -17,12 +17,13 @@ from smdebug_lite.writer.thread_writer import ThreadTrialWriter
 logger = get_logger(__name__)
 
 
-def open_trial_writer(out_dir: str, worker: str = "worker_0") -> TrialWriter:
-    """A writer for one worker's out_dir (a path or an s3:// URI)."""
+def open_trial_writer(out_dir: str, worker: str = "worker_0", chief: bool = False) -> TrialWriter:
+    """A writer for one worker's out_dir (a path or an s3:// URI); `chief`: the chief
+    worker's, which has the trial's index compacted as it writes (`index.rolling`)."""
     proc = writer_process()
     if proc is not None:
         try:
-            return ProcessTrialWriter(proc, out_dir, worker)
+            return ProcessTrialWriter(proc, out_dir, worker, chief=chief)
         except WriterProcessError as e:
             logger.warning("smdebug-lite writer process unusable (%s); writing from a thread", e)
-    return ThreadTrialWriter(out_dir, worker)
+    return ThreadTrialWriter(out_dir, worker, chief=chief)

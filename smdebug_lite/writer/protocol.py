@@ -29,6 +29,7 @@ class TrialWriter(Protocol):
 
     out_dir: str
     worker: str
+    chief: bool  # the chief worker's writer, which has the index compacted as it writes
     error: BaseException | None
 
     def new_step(self, step: int, mode: ModeKeys, mode_step: int) -> PendingStep:

@@ -18,6 +18,7 @@ import glob
 import os
 import tempfile
 
+from smdebug_lite import trial_listeners
 from smdebug_lite.format.index_file import parse_index
 from smdebug_lite.format.locations import (
     END_OF_JOB_FILE,
@@ -34,11 +35,14 @@ class StepFileWriter:
 
     def __init__(self, out_dir: str, worker: str, staging_dir: str | None = None,
                  resumed: bool = False, staging_prefix: str = "smdebug-lite-staging-",
-                 previous_staging: str | None = None) -> None:
+                 previous_staging: str | None = None, chief: bool = False) -> None:
         """`staging_prefix`: the name of the staging directory made for an S3 out_dir starts
-        with it; `previous_staging`: that of the writer this one takes over from (`resumed`)."""
+        with it; `previous_staging`: that of the writer this one takes over from (`resumed`).
+        `chief`: the chief worker's writer announces each step it writes (`trial_listeners`:
+        the index is compacted as the trial grows)."""
         self.out_dir = out_dir
         self.worker = worker
+        self.chief = chief
         self.uploader = None
         self._own_staging: str | None = None
         if is_s3_path(out_dir):
@@ -91,6 +95,8 @@ class StepFileWriter:
         self.storage.write_atomic(sw.index_file_name, doc.to_json().encode("utf-8"))
         self._uploaded(sw.index_file_name)
         self._written_steps.add(sw.step)
+        if self.chief:
+            trial_listeners.steps_written(self.out_dir, sw.step)
 
     def write_collections(self, json_text: str) -> None:
         rel = collections_file_name(self.worker)
@@ -107,6 +113,8 @@ class StepFileWriter:
             self.uploader.close()
             if self._own_staging is not None and self.upload_error is None:
                 _remove_empty_tree(self._own_staging)
+        if self.chief:  # (after the uploads: what is compacted last is on S3)
+            trial_listeners.writing_ended(self.out_dir)
         if mark_training_end and self.upload_error is None:
             self.target.write_atomic(END_OF_JOB_FILE, b"")
 

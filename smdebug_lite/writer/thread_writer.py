@@ -38,13 +38,16 @@ class ThreadTrialWriter:
         staging_dir: str | None = None,
         resumed: bool = False,
         previous_staging: str | None = None,
+        chief: bool = False,
     ) -> None:
+        """`chief`: the chief worker's writer (see `StepFileWriter`)."""
         self.out_dir = out_dir
         self.worker = worker
+        self.chief = chief
         self.max_pending_bytes = max_pending_bytes
         # (resumed: it takes over from a writer process that died; see `StepFileWriter`)
         self.files = StepFileWriter(out_dir, worker, staging_dir, resumed,
-                               previous_staging=previous_staging)
+                                    previous_staging=previous_staging, chief=chief)
         self.uploader = self.files.uploader
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
         self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it

@@ -345,9 +345,9 @@ class WriterProcess:
         `previous`: its id in a writer process that died, whose work this one takes over."""
         wid = next(self._ids)
         self._writers[wid] = w
-        msg = ("open", wid, w.out_dir, w.worker, _storage_env())
+        msg = ("open", wid, w.out_dir, w.worker, _storage_env(), previous, w.chief)
         try:
-            self.send(msg if previous is None else (*msg, previous))
+            self.send(msg)
         except BaseException:
             self._writers.pop(wid, None)
             raise

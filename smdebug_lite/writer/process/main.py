@@ -135,9 +135,9 @@ class WriterLoop:
         self.maps.drop(seg_id)
 
     def on_open(self, wid: int, out_dir: str, worker: str, env: dict[str, str],
-                previous: int | None = None) -> None:
+                previous: int | None = None, chief: bool = False) -> None:
         """`previous`: the id this writer had in a writer process that died, whose work this
-        process takes over (see `StepFileWriter`)."""
+        process takes over; `chief`: the chief worker's writer (see `StepFileWriter`)."""
         for key in [k for k in os.environ if k.startswith(STORAGE_ENV_PREFIXES) and k not in env]:
             del os.environ[key]
         os.environ.update(env)
@@ -146,7 +146,8 @@ class WriterLoop:
             self.files[wid] = StepFileWriter(
                 out_dir, worker, resumed=previous is not None,
                 staging_prefix=staging_name(owner, wid),
-                previous_staging=None if previous is None else staging_name(owner, previous))
+                previous_staging=None if previous is None else staging_name(owner, previous),
+                chief=chief)
         except Exception as e:
             self._fail(wid, e)
 
@@ -245,6 +246,9 @@ class WriterLoop:
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # The library logs to stdout, which this process has none of: what it logs (a compaction
+    # that stopped, an upload retried) goes to the training process's stderr instead.
+    os.dup2(2, 1)
     sock = socket.socket(fileno=int(argv[0]))
     WriterLoop(Channel(sock)).run()
     return 0

@@ -32,10 +32,13 @@ class ProcessTrialWriter:
     writer process, or to a `ThreadTrialWriter` once restarts are used up, handing over again
     the steps the dead one never acknowledged. Nothing of that reaches the hook."""
 
-    def __init__(self, proc: WriterProcess, out_dir: str, worker: str = "worker_0") -> None:
+    def __init__(self, proc: WriterProcess, out_dir: str, worker: str = "worker_0",
+                 chief: bool = False) -> None:
+        """`chief`: the chief worker's writer (see `StepFileWriter`)."""
         self.proc: WriterProcess | None = proc  # None once writing moved to a thread
         self.out_dir = out_dir
         self.worker = worker
+        self.chief = chief
         self.error: BaseException | None = None
         self._closed = False
         # The last two steps sent in full whose arrays all live in shared memory: (their
@@ -286,7 +289,7 @@ class ProcessTrialWriter:
             self.proc = None
             self._thread = ThreadTrialWriter(
                 self.out_dir, self.worker, resumed=True,
-                previous_staging=staging_name(os.getpid(), self.wid))
+                previous_staging=staging_name(os.getpid(), self.wid), chief=self.chief)
             self.submit = self._submit_to_thread  # type: ignore[method-assign]
             if self._collections is not None:
                 self._thread.write_collections(self._collections)

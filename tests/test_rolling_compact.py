@@ -1,0 +1,225 @@
+"""Rolling compaction: the chief worker's writer has the manifest extended by whole blocks of
+steps while training runs, so a live or killed job's trial opens from its manifest; each index
+file is read once over the run; only blocks every worker has passed are covered; failures and
+switches leave training and the close-time compaction alone."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from conftest import kept_log_records
+from test_manifest import snapshot, write_steps
+
+from smdebug_lite.index import manifest as mf
+from smdebug_lite.index import rolling
+from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.trials import create_trial
+
+REPO = Path(__file__).resolve().parents[1]
+STEPS = 2050  # two whole blocks of 1,000 steps and a tail
+
+TRAIN = r"""
+import sys
+import torch
+from torch import nn
+import smdebug_lite.pytorch as smd
+
+def train(out, steps):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    loss_fn = nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hook = smd.Hook(out, save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights", "losses"])
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model(torch.randn(5, 4)), torch.randint(0, 2, (5,)))
+        loss.backward()
+        opt.step()
+    return hook
+"""
+
+
+def _chunks(out: Path) -> list[tuple[int, int, int]]:
+    head = out / mf.HEAD_KEY
+    if not head.exists():
+        return []
+    return [(c.first_step, c.last_step, c.files) for c in mf.decode_head(head.read_bytes()).chunks]
+
+
+def _wait_for_chunks(out: Path, want: list[tuple[int, int, int]], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while _chunks(out) != want and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _chunks(out) == want
+
+
+def _same_as_without_manifest(tmp_path: Path, out: Path, steps: int, uncovered: int) -> None:
+    t = create_trial(str(out))
+    assert t.steps() == list(range(steps)) and t.index_files_read == uncovered
+    plain_dir = tmp_path / "plain"
+    shutil.copytree(out, plain_dir, ignore=shutil.ignore_patterns(mf.MANIFEST_DIR))
+    plain = create_trial(str(plain_dir))
+    assert plain.index_files_read == steps and snapshot(t) == snapshot(plain)
+
+
+def test_a_killed_training_job_leaves_its_whole_blocks_compacted(tmp_path):
+    """The training process dies without closing its hook: the writer process writes what it
+    was handed and extends the manifest over every whole block before it exits."""
+    out = tmp_path / "run"
+    script = TRAIN + "train(sys.argv[1], int(sys.argv[2]))\nprint('trained', flush=True)\n" \
+        "import os; os._exit(0)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SMDEBUG_")}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-c", script, str(out), str(STEPS)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
+    _wait_for_chunks(out, [(0, 999, 1000), (1000, 1999, 1000)])
+    assert not (out / "training_job_end.ts").exists()
+    # (The last step was never ended: a hook hands a step over when the next one begins.)
+    _same_as_without_manifest(tmp_path, out, STEPS - 1, uncovered=STEPS - 1 - 2000)
+
+
+def test_a_running_job_is_compacted_block_by_block_reading_each_file_once(tmp_path,
+                                                                            monkeypatch):
+    """Before close, on the thread writer (whose compactor lives in this process): the manifest
+    covers the whole blocks, each compaction trusts the one before it, and close adds the tail."""
+    for name in ("SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING", "SMDEBUG_COMPACT_MIN_FILES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SMDEBUG_WRITER", "thread")
+    namespace: dict = {}
+    exec(TRAIN, namespace)
+    out = tmp_path / "run"
+    hook = namespace["train"](str(out), STEPS)
+    try:
+        compactor = rolling.compactor_of(hook.out_dir)
+        assert compactor is not None
+        _wait_for_chunks(out, [(0, 999, 1000), (1000, 1999, 1000)])
+        deadline = time.monotonic() + 30
+        while sum(r.chunks_written for r in compactor.results) < 2 and \
+                time.monotonic() < deadline:
+            time.sleep(0.1)
+        results = list(compactor.results)
+        assert sum(r.index_files_read for r in results) == 2000
+        assert all(r.chunks_checked == 0 for r in results)  # its own head, trusted
+        assert compactor.failed is None
+    finally:
+        hook.close()
+        import smdebug_lite.pytorch as smd
+
+        smd.del_hook()
+    assert rolling.compactor_of(hook.out_dir) is None
+    assert _chunks(out) == [(0, 999, 1000), (1000, 1999, 1000), (2000, 2049, 50)]
+    _same_as_without_manifest(tmp_path, out, STEPS, uncovered=0)
+
+
+def test_whole_blocks_every_worker_has_passed_and_a_trusted_head(tmp_path):
+    write_steps(tmp_path, range(25), workers=2)
+    first = compact_trial(str(tmp_path), chunk_steps=10, whole_chunks=True)
+    assert _chunks(tmp_path) == [(0, 9, 20), (10, 19, 20)] and first.chunks_checked == 0
+    write_steps(tmp_path, range(25, 37), workers=1)  # worker_0 ahead, worker_1 at step 24
+    again = compact_trial(str(tmp_path), chunk_steps=10, whole_chunks=True,
+                          trusted=first.manifest)
+    assert again.chunks_written == 0 and again.chunks_checked == 0 and again.note == "up to date"
+    write_steps(tmp_path, range(25, 31), workers=2)  # worker_1 reaches step 30
+    third = compact_trial(str(tmp_path), chunk_steps=10, whole_chunks=True,
+                          trusted=again.manifest)
+    assert third.chunks_written == 1 and third.chunks_checked == 0
+    assert third.index_files_read == 20 and _chunks(tmp_path)[-1] == (20, 29, 20)
+    # A head it did not write (or none trusted) has every chunk read and checked.
+    write_steps(tmp_path, range(31, 41), workers=2)
+    fourth = compact_trial(str(tmp_path), chunk_steps=10, whole_chunks=True,
+                           trusted=first.manifest)
+    assert fourth.chunks_checked == 3 and _chunks(tmp_path)[-1] == (30, 39, 20)
+
+
+def test_a_compaction_short_of_the_chief_waits_and_the_writer_end_finishes_it(tmp_path,
+                                                                             monkeypatch):
+    monkeypatch.setattr(rolling, "RETRY_AFTER_S", 3600.0)
+    write_steps(tmp_path, range(20), workers=1)
+    write_steps(tmp_path / "w1", range(15), workers=2)
+    for rel in (tmp_path / "w1").rglob("*worker_1*"):  # worker_1 is at step 14
+        dst = tmp_path / rel.relative_to(tmp_path / "w1")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(rel, dst)
+    shutil.rmtree(tmp_path / "w1")
+    c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
+    c.step_written(19)
+    deadline = time.monotonic() + 30
+    while not c.results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.2)
+    assert _chunks(tmp_path) == [(0, 9, 20)]
+    write_steps(tmp_path / "w1", range(15, 20), workers=2)
+    for rel in (tmp_path / "w1").rglob("*worker_1*"):
+        dst = tmp_path / rel.relative_to(tmp_path / "w1")
+        shutil.copy(rel, dst)
+    c.step_written(19)  # within the retry wait: nothing runs
+    time.sleep(0.3)
+    assert len(c.results) == 1
+    c.end()
+    assert _chunks(tmp_path) == [(0, 9, 20), (10, 19, 20)] and len(c.results) == 2
+
+
+def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
+    write_steps(tmp_path, range(12), workers=1)
+    (tmp_path / mf.MANIFEST_DIR).write_text("not a directory")
+    c = rolling.RollingCompactor(str(tmp_path), chunk_steps=5, min_files=0)
+    with contextmanager(kept_log_records)("smdebug_lite.index.rolling") as records:
+        c.step_written(4)
+        deadline = time.monotonic() + 30
+        while c.failed is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        c.step_written(9)
+        c.end()
+    assert c.failed is not None and len(c.results) == 0
+    warned = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and str(tmp_path) in warned[0] and "hook closes" in warned[0]
+
+
+@pytest.mark.parametrize("switch", ["SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING"])
+def test_the_switches_turn_rolling_off(tmp_path, monkeypatch, switch):
+    monkeypatch.delenv("SMDEBUG_COMPACT", raising=False)
+    monkeypatch.setenv("SMDEBUG_COMPACT_MIN_FILES", "0")
+    monkeypatch.setenv(switch, "0")
+    write_steps(tmp_path, range(1000), workers=1, names=("loss",))
+    rolling.step_written(str(tmp_path), 999)
+    assert rolling.compactor_of(str(tmp_path)) is None
+    rolling.writing_ended(str(tmp_path))
+    assert not (tmp_path / mf.HEAD_KEY).exists()
+
+
+def test_an_s3_trial_is_compacted_as_its_writer_uploads_it(s3_endpoint, s3_bucket, monkeypatch):
+    """The chief's writer stages files and uploads them; the compaction reads the trial from S3
+    (a block whose last files are not uploaded yet is compacted at a later step or at the end)."""
+    import numpy as np
+
+    from smdebug_lite.config import CollectionManager
+    from smdebug_lite.modes import ModeKeys
+    from smdebug_lite.writer import ThreadTrialWriter
+
+    for name in ("SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING", "SMDEBUG_COMPACT_MIN_FILES"):
+        monkeypatch.delenv(name, raising=False)
+    uri = f"s3://{s3_bucket}/runs/rolling"
+    w = ThreadTrialWriter(uri, chief=True)
+    w.write_collections(CollectionManager(framework="pytorch").export())
+    for step in range(1005):
+        sw = w.new_step(step, ModeKeys.TRAIN, step)
+        sw.add_tensor("loss", np.array(step / 7, dtype=np.float32))
+        w.submit(sw)
+    w.flush()
+    w.close(mark_training_end=False)  # the end waits for the compaction of the whole block
+    assert rolling.compactor_of(uri) is None
+    t = create_trial(uri)
+    assert t.steps() == list(range(1005)) and t.index_files_read == 5
+    assert t.tensor("loss").values()[1000] == np.float32(1000 / 7)
