@@ -143,16 +143,21 @@ def test_whole_blocks_every_worker_has_passed_and_a_trusted_head(tmp_path):
     assert fourth.chunks_checked == 3 and _chunks(tmp_path)[-1] == (30, 39, 20)
 
 
+def _worker_1_through(root: Path, steps: range) -> None:
+    """worker_1's files of `steps` (and its collections file) added to a one-worker trial."""
+    write_steps(root / "w1", steps, workers=2)
+    for rel in (root / "w1").rglob("*worker_1*"):
+        dst = root / rel.relative_to(root / "w1")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(rel, dst)
+    shutil.rmtree(root / "w1")
+
+
 def test_a_compaction_short_of_the_chief_waits_and_the_writer_end_finishes_it(tmp_path,
                                                                              monkeypatch):
     monkeypatch.setattr(rolling, "RETRY_AFTER_S", 3600.0)
     write_steps(tmp_path, range(20), workers=1)
-    write_steps(tmp_path / "w1", range(15), workers=2)
-    for rel in (tmp_path / "w1").rglob("*worker_1*"):  # worker_1 is at step 14
-        dst = tmp_path / rel.relative_to(tmp_path / "w1")
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(rel, dst)
-    shutil.rmtree(tmp_path / "w1")
+    _worker_1_through(tmp_path, range(15))  # worker_1 is at step 14
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
     c.step_written(19)
     deadline = time.monotonic() + 30
@@ -160,15 +165,30 @@ def test_a_compaction_short_of_the_chief_waits_and_the_writer_end_finishes_it(tm
         time.sleep(0.05)
     time.sleep(0.2)
     assert _chunks(tmp_path) == [(0, 9, 20)]
-    write_steps(tmp_path / "w1", range(15, 20), workers=2)
-    for rel in (tmp_path / "w1").rglob("*worker_1*"):
-        dst = tmp_path / rel.relative_to(tmp_path / "w1")
-        shutil.copy(rel, dst)
+    _worker_1_through(tmp_path, range(15, 20))
     c.step_written(19)  # within the retry wait: nothing runs
     time.sleep(0.3)
     assert len(c.results) == 1
     c.end()
     assert _chunks(tmp_path) == [(0, 9, 20), (10, 19, 20)] and len(c.results) == 2
+
+
+def test_a_compaction_short_of_the_chief_is_tried_again_without_more_steps(tmp_path,
+                                                                          monkeypatch):
+    """The chief has finished (its last steps written) while a worker lags: the compactor
+    tries again on its own once that worker has caught up."""
+    monkeypatch.setattr(rolling, "RETRY_AFTER_S", 0.3)
+    write_steps(tmp_path, range(20), workers=1)
+    _worker_1_through(tmp_path, range(5))
+    c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
+    c.step_written(19)
+    deadline = time.monotonic() + 30
+    while not c.results and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _chunks(tmp_path) == []
+    _worker_1_through(tmp_path, range(5, 20))
+    _wait_for_chunks(tmp_path, [(0, 9, 20), (10, 19, 20)], timeout=60)
+    c.end()
 
 
 def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):

@@ -240,6 +240,7 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool,
 
         reader = ValueReader(storage, cache_bytes=64 * 1024 * 1024)
     inlined = kept = 0
+    worth_seen: dict[tuple, bool] = {}
     for r in records:
         try:
             si = parse_step_index(r.raw, r.key)
@@ -259,7 +260,19 @@ def _describe(storage: Storage, records: list[mf.IndexRecord], inline: bool,
         in_doc = []
         for e in all_entries(si):
             name = e.get("tensorname")
-            if not isinstance(name, str) or not _worth_reading(e, name, limit):
+            if not isinstance(name, str):
+                continue
+            # Entries of one tensor look alike from step to step: decide once per look.
+            look = (name.startswith(REDUCTIONS_PREFIX), e.get("shape"), e.get("length"))
+            try:
+                worth = worth_seen.get(look)
+            except TypeError:  # (a shape given as a list: not our layout)
+                look, worth = None, None
+            if worth is None:
+                worth = _worth_reading(e, name, limit)
+                if look is not None:
+                    worth_seen[look] = worth
+            if not worth:
                 continue
             try:
                 arr = reader.read(si, e)

@@ -2,23 +2,31 @@
 
 Compacting only at hook close leaves a running job, and a job that was killed, with one index
 file to read per step and worker. Instead, each time the chief worker's writer finishes a block
-of `CHUNK_STEPS` steps, a background thread extends the manifest by the whole blocks every
+of `CHUNK_STEPS` steps, the manifest is extended by the whole blocks every
 writing worker has gone past (`compact_trial(whole_chunks=True)`): the same chunks compacting
 the finished trial once would write, so the close-time compaction only adds the tail. A reader
 opening the trial at any time reads at most one block per worker from per-step files.
 
 The writer announces its steps through `trial_listeners`; the package root registers
-`step_written` and `writing_ended` there. The thread runs in the writer's process (the writer
-process, or the training process for the thread writer), one compaction at a time per trial,
-never holding up a step: a step that comes while one runs only asks for another afterwards.
-Each compaction trusts the manifest the previous one wrote (its chunks are not read again),
-so a long run costs one read of each index file, as a compaction at close would.
+`step_written` and `writing_ended` there. A thread of the writer's process (the writer process,
+or the training process for the thread writer) starts one compacting process at a time per
+trial, never holding up a step: a step that comes while one runs only asks for another
+afterwards. The compaction runs in its own process at the lowest CPU priority, so that it
+neither holds the writer's interpreter lock nor takes a core training or writing needs: on a
+machine whose cores they fill it waits, and the close-time compaction covers what it has not
+reached. Each compaction trusts the head the previous one wrote (its chunks are not read
+again), so a long run costs one read of each index file, as a compaction at close would.
 `SMDEBUG_COMPACT_ROLLING=0` (or `SMDEBUG_COMPACT=0`) turns it off. A failure is logged once
 and stops rolling for that trial: the close-time compaction still runs.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -26,14 +34,18 @@ from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.index import manifest as mf
 from smdebug_lite.index.compact import DEFAULT_MIN_FILES, CompactionResult, compact_trial
 from smdebug_lite.logger import get_logger
+from smdebug_lite.storage import open_storage
 
 logger = get_logger(__name__)
 
 # After a compaction that stopped short of the block the chief has finished (another worker
-# behind it, or an S3 upload not yet there), the next one waits at least this long.
+# behind it, or an S3 upload not yet there), the next one waits this long, doubling up to the
+# maximum while nothing changes.
 RETRY_AFTER_S = 5.0
+MAX_RETRY_AFTER_S = 300.0
 # How long a finishing writer waits for a compaction in progress.
 END_WAIT_S = 600.0
+COMPACTION_NICE = 19
 
 
 class RollingCompactor:
@@ -49,11 +61,12 @@ class RollingCompactor:
         self._covered = 0  # steps before this are in the manifest
         self._wanted = 0  # the chief has written the steps before this (whole blocks)
         self._retry_at = 0.0
-        self._trusted: mf.Manifest | None = None
+        self._trusted_sha = ""  # SHA-256 of the head the last compaction left
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._running = False  # a compaction is in progress or asked for
         self._ended = False
+        self._last_call = False  # one more compaction asked for by `end`
         self._thread: threading.Thread | None = None
 
     def step_written(self, step: int) -> None:
@@ -79,12 +92,14 @@ class RollingCompactor:
         Waits for it, and for one in progress."""
         with self._lock:
             self._ended = True
-            if self._wanted > self._covered and self.failed is None and not self._running:
-                self._running = True
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, daemon=True,
-                                                    name="smdebug-lite-compaction")
-                    self._thread.start()
+            if self._wanted > self._covered and self.failed is None:
+                self._last_call = True  # after the one in progress, if any
+                if not self._running:
+                    self._running = True
+                    if self._thread is None:
+                        self._thread = threading.Thread(target=self._run, daemon=True,
+                                                        name="smdebug-lite-compaction")
+                        self._thread.start()
             self._wake.notify()
             thread = self._thread
         if thread is not None:
@@ -94,12 +109,21 @@ class RollingCompactor:
                                "finishes without waiting for it", self.out_dir, timeout)
 
     def _run(self) -> None:
+        delay = RETRY_AFTER_S
         while True:
             with self._lock:
                 while not self._running and not self._ended:
-                    self._wake.wait()
+                    left = self._retry_at - time.monotonic() if self._wanted > self._covered \
+                        else None
+                    if left is not None and left <= 0:
+                        self._running = True
+                        break
+                    self._wake.wait(left)
                 if self._ended and not self._running:
                     return
+                if self._ended:
+                    self._last_call = False  # this one is it
+                wanted = self._wanted
             try:
                 self._compact()
             except Exception as e:  # the trial stays readable; close compacts it again
@@ -111,20 +135,95 @@ class RollingCompactor:
                 self._running = False
                 if self.failed is not None:
                     return
+                if self._last_call:  # the writer ended while this one ran: once more
+                    self._running = True
+                    continue
                 if self._wanted > self._covered:
-                    # Short of what the chief has written: try again, not at once.
-                    self._retry_at = time.monotonic() + RETRY_AFTER_S
+                    if self._wanted > wanted:  # the chief finished more blocks meanwhile
+                        delay = RETRY_AFTER_S
+                        self._running = True
+                        continue
+                    # Short of what the chief has written (a worker behind it, files not yet
+                    # on S3): try again later, waiting longer each time nothing changes.
+                    self._retry_at = time.monotonic() + delay
+                    delay = min(2 * delay, MAX_RETRY_AFTER_S)
+                else:
+                    delay = RETRY_AFTER_S
 
     def _compact(self) -> None:
-        result = compact_trial(self.out_dir, min_files=self.min_files,
-                               chunk_steps=self.chunk_steps, whole_chunks=True,
-                               trusted=self._trusted)
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, _package_root(), self.out_dir, str(self.chunk_steps),
+             str(self.min_files), self._trusted_sha],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT_S)
+        lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+        try:
+            answer = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            raise RuntimeError(f"the compacting process exited with {proc.returncode} and no "
+                               "answer") from None
+        if "error" in answer:
+            raise RuntimeError(answer["error"])
+        self._trusted_sha = answer.pop("head_sha256")
+        result = CompactionResult(**answer)
         self.results.append(result)
-        self._trusted = result.manifest
         if result.last_step is not None:
             self._covered = max(self._covered, result.last_step + 1)
         if result.chunks_written:
             logger.debug("Compacted the index as it is written: %s", result)
+
+
+# The compacting process imports the same smdebug_lite as its parent, from wherever it was
+# loaded, without putting that directory ahead of the standard library for anything else.
+_CHILD = (
+    "import sys; root = sys.argv[1]; sys.path.insert(0, root); "
+    "from smdebug_lite.index.rolling import compact_once; sys.path.remove(root); "
+    "sys.exit(compact_once(sys.argv[2:]))"
+)
+CHILD_TIMEOUT_S = 3600.0
+_RESULT_FIELDS = ("uri", "first_step", "last_step", "index_files", "index_files_read",
+                  "chunks_written", "chunks_reused", "values_inlined", "values_kept", "requests",
+                  "seconds", "note", "chunks_checked")
+
+
+def compact_once(argv: list[str]) -> int:
+    """The compacting process: `out_dir chunk_steps min_files trusted_head_sha256`. Runs at the
+    lowest CPU priority and prints its result (or the error) as one JSON line; what the library
+    logs goes to stderr."""
+    answer_to = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, COMPACTION_NICE)
+    except (AttributeError, OSError):
+        pass
+    try:
+        out_dir, chunk_steps, min_files, trusted_sha = argv
+        storage = open_storage(out_dir)
+        trusted = None
+        if trusted_sha:
+            try:
+                raw = storage.read(mf.HEAD_KEY)
+            except FileNotFoundError:
+                raw = b""
+            if hashlib.sha256(raw).hexdigest() == trusted_sha:
+                trusted = mf.decode_head(raw)
+        result = compact_trial(out_dir, min_files=int(min_files), chunk_steps=int(chunk_steps),
+                               whole_chunks=True, trusted=trusted)
+        answer: dict = {k: getattr(result, k) for k in _RESULT_FIELDS}
+        answer["head_sha256"] = "" if result.manifest is None else hashlib.sha256(
+            mf.encode_head(result.manifest)).hexdigest()
+    except Exception as e:  # said by the writer's side, once
+        answer = {"error": f"{type(e).__name__}: {e}"}
+    answer_to.write(json.dumps(answer) + "\n")
+    answer_to.flush()
+    return 0
+
+
+def _package_root() -> str:
+    """The directory holding this copy of smdebug_lite (the compacting process imports it)."""
+    here = os.path.abspath(__file__)  # <root>/smdebug_lite/index/rolling.py
+    for _ in range(3):
+        here = os.path.dirname(here)
+    return here
 
 
 _compactors: dict[str, RollingCompactor | None] = {}  # None: rolling is off for it
