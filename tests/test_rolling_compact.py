@@ -191,6 +191,21 @@ def test_a_compaction_short_of_the_chief_is_tried_again_without_more_steps(tmp_p
     c.end()
 
 
+def test_a_block_whose_last_step_is_not_saved_is_compacted_once(tmp_path, monkeypatch):
+    """Every third step saved: blocks end on steps never written, and a compacted block is not
+    compacted again at each later step of the next one."""
+    monkeypatch.setattr(rolling, "RETRY_AFTER_S", 0.1)
+    write_steps(tmp_path, range(0, 30, 3), workers=1)
+    c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
+    c.step_written(21)  # the first step after block 1
+    _wait_for_chunks(tmp_path, [(0, 9, 4), (12, 18, 3)], timeout=60)
+    for step in (24, 27):
+        c.step_written(step)
+    time.sleep(1.5)
+    c.end()
+    assert len(c.results) == 1 and c.results[0].chunks_written == 2
+
+
 def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
     write_steps(tmp_path, range(12), workers=1)
     (tmp_path / mf.MANIFEST_DIR).write_text("not a directory")

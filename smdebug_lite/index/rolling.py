@@ -58,7 +58,7 @@ class RollingCompactor:
         self.min_files = min_files
         self.results: list[CompactionResult] = []  # one per compaction that ran
         self.failed: str | None = None  # why rolling stopped, once it has
-        self._covered = 0  # steps before this are in the manifest
+        self._covered = 0  # the blocks of the steps before this are in the manifest
         self._wanted = 0  # the chief has written the steps before this (whole blocks)
         self._retry_at = 0.0
         self._trusted_sha = ""  # SHA-256 of the head the last compaction left
@@ -167,7 +167,10 @@ class RollingCompactor:
         result = CompactionResult(**answer)
         self.results.append(result)
         if result.last_step is not None:
-            self._covered = max(self._covered, result.last_step + 1)
+            # Whole blocks only: the manifest holds all of the block of its last step (which
+            # need not be the block's last step: not every step is saved).
+            end = (result.last_step // self.chunk_steps + 1) * self.chunk_steps
+            self._covered = max(self._covered, end)
         if result.chunks_written:
             logger.debug("Compacted the index as it is written: %s", result)
 
