@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import GOLDEN_DIR
 from refvenv import ref_python, run_ref
+from small_training import train
 from test_manifest import snapshot, write_steps
 from test_s3_trial import upload_dir
 from trial_queries import answer, canonical
@@ -137,31 +138,6 @@ def test_compact_at_close_honours_the_switches(tmp_path, monkeypatch):
     assert compact_at_close("s3://") is None
 
 
-def _train_and_close(out: Path, steps: int, save_interval: int) -> None:
-    """A small PyTorch model trained for `steps` steps with a hook saving its weights and
-    losses every `save_interval` steps, closed at the end."""
-    import torch
-    from torch import nn
-
-    import smdebug_lite.pytorch as smd
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-    loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=save_interval),
-                    include_collections=["weights", "losses"])
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = loss_fn(model(torch.randn(5, 4)), torch.randint(0, 2, (5,)))
-        loss.backward()
-        opt.step()
-    hook.close()
-    smd.del_hook()
-
-
 def _answers_as_without_manifest(tmp_path: Path, out: Path, steps: list[int],
                                  compacted: bool) -> None:
     t = create_trial(str(out))
@@ -177,7 +153,7 @@ def test_pytorch_hook_compacts_at_close(tmp_path, monkeypatch, switch):
     monkeypatch.setenv("SMDEBUG_COMPACT_MIN_FILES", "0")
     monkeypatch.setenv("SMDEBUG_COMPACT", "1" if switch == "on" else "0")
     out = tmp_path / "run"
-    _train_and_close(out, 12, save_interval=2)
+    train(str(out), 12, save_interval=2)
     assert (out / manifest.HEAD_KEY).exists() == (switch == "on")
     _answers_as_without_manifest(tmp_path, out, list(range(0, 12, 2)), switch == "on")
 
@@ -189,7 +165,7 @@ def test_pytorch_hook_compacts_a_hundred_steps_by_default(tmp_path, monkeypatch,
     monkeypatch.delenv("SMDEBUG_COMPACT_MIN_FILES", raising=False)
     monkeypatch.delenv("SMDEBUG_COMPACT", raising=False)
     out = tmp_path / "run"
-    _train_and_close(out, saved_steps, save_interval=1)
+    train(str(out), saved_steps, save_interval=1)
     compacted = saved_steps >= 100
     assert (out / manifest.HEAD_KEY).exists() == compacted
     _answers_as_without_manifest(tmp_path, out, list(range(saved_steps)), compacted)

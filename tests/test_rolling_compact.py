@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from conftest import kept_log_records
+from small_training import train
 from test_manifest import snapshot, write_steps
 
 from smdebug_lite.index import manifest as mf
@@ -25,30 +26,6 @@ from smdebug_lite.trials import create_trial
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 2050  # two whole blocks of 1,000 steps and a tail
-
-TRAIN = r"""
-import sys
-import torch
-from torch import nn
-import smdebug_lite.pytorch as smd
-
-def train(out, steps):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
-    loss_fn = nn.CrossEntropyLoss()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    hook = smd.Hook(out, save_config=smd.SaveConfig(save_interval=1),
-                    include_collections=["weights", "losses"])
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = loss_fn(model(torch.randn(5, 4)), torch.randint(0, 2, (5,)))
-        loss.backward()
-        opt.step()
-    return hook
-"""
-
 
 def _chunks(out: Path) -> list[tuple[int, int, int]]:
     head = out / mf.HEAD_KEY
@@ -77,10 +54,11 @@ def test_a_killed_training_job_leaves_its_whole_blocks_compacted(tmp_path):
     """The training process dies without closing its hook: the writer process writes what it
     was handed and extends the manifest over every whole block before it exits."""
     out = tmp_path / "run"
-    script = TRAIN + "train(sys.argv[1], int(sys.argv[2]))\nprint('trained', flush=True)\n" \
-        "import os; os._exit(0)\n"
+    script = ("import os, sys\nfrom small_training import train\n"
+              "train(sys.argv[1], int(sys.argv[2]), close=False)\nprint('trained', flush=True)\n"
+              "os._exit(0)\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SMDEBUG_")}
-    env["PYTHONPATH"] = str(REPO)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests")])
     proc = subprocess.run([sys.executable, "-c", script, str(out), str(STEPS)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
@@ -97,10 +75,8 @@ def test_a_running_job_is_compacted_block_by_block_reading_each_file_once(tmp_pa
     for name in ("SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING", "SMDEBUG_COMPACT_MIN_FILES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SMDEBUG_WRITER", "thread")
-    namespace: dict = {}
-    exec(TRAIN, namespace)
     out = tmp_path / "run"
-    hook = namespace["train"](str(out), STEPS)
+    hook = train(str(out), STEPS, close=False)
     try:
         compactor = rolling.compactor_of(hook.out_dir)
         assert compactor is not None
