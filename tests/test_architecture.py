@@ -124,7 +124,7 @@ PRIVATE_ACCESS_ALLOWED: set[str] = set()
 # `stop_signal` and `trial_listeners` sit with the bottom: hooks talk through them to rules and
 # to the index compaction without importing either.
 BOTTOM = ("modes", "mode_keys", "exceptions", "env_settings", "logger", "redact", "reductions",
-          "config", "format", "storage", "stop_signal", "trial_listeners")
+          "config", "format", "storage", "stop_signal", "trial_listeners", "child_process")
 CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer")
 READING = ("index", "trials")
 OPTIONAL_INTEGRATIONS = ("lightning", "huggingface")

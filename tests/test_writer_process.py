@@ -86,7 +86,8 @@ def test_open_trial_writer_uses_the_process_unless_told_otherwise(tmp_path, monk
 def test_a_writer_process_that_cannot_start_leaves_writing_to_a_thread(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(wp, "_instance", None)
     monkeypatch.setattr(wp, "_unavailable", None)
-    monkeypatch.setattr(handle, "_BOOTSTRAP", "import sys; sys.exit(3)")
+    monkeypatch.setattr(handle, "child_argv",
+                        lambda *_: [sys.executable, "-c", "import sys; sys.exit(3)"])
     w = open_trial_writer(str(tmp_path))
     assert isinstance(w, TrialWriter)
     assert "could not start its writer process" in caplog.text and "exit code 3" in caplog.text

@@ -22,14 +22,15 @@ and stops rolling for that trial: the close-time compaction still runs.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 
+from smdebug_lite.child_process import child_argv
 from smdebug_lite.env_settings import env_bool, env_int
 from smdebug_lite.index import manifest as mf
 from smdebug_lite.index.compact import DEFAULT_MIN_FILES, CompactionResult, compact_trial
@@ -152,8 +153,8 @@ class RollingCompactor:
 
     def _compact(self) -> None:
         proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, _package_root(), self.out_dir, str(self.chunk_steps),
-             str(self.min_files), self._trusted_sha],
+            child_argv(__name__, "compact_once", self.out_dir, str(self.chunk_steps),
+                       str(self.min_files), self._trusted_sha),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT_S)
         lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
         try:
@@ -175,17 +176,9 @@ class RollingCompactor:
             logger.debug("Compacted the index as it is written: %s", result)
 
 
-# The compacting process imports the same smdebug_lite as its parent, from wherever it was
-# loaded, without putting that directory ahead of the standard library for anything else.
-_CHILD = (
-    "import sys; root = sys.argv[1]; sys.path.insert(0, root); "
-    "from smdebug_lite.index.rolling import compact_once; sys.path.remove(root); "
-    "sys.exit(compact_once(sys.argv[2:]))"
-)
 CHILD_TIMEOUT_S = 3600.0
-_RESULT_FIELDS = ("uri", "first_step", "last_step", "index_files", "index_files_read",
-                  "chunks_written", "chunks_reused", "values_inlined", "values_kept", "requests",
-                  "seconds", "note", "chunks_checked")
+# What the compacting process reports back: the result, less the manifest it left.
+_RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(CompactionResult) if f.name != "manifest")
 
 
 def compact_once(argv: list[str]) -> int:
@@ -219,14 +212,6 @@ def compact_once(argv: list[str]) -> int:
     answer_to.write(json.dumps(answer) + "\n")
     answer_to.flush()
     return 0
-
-
-def _package_root() -> str:
-    """The directory holding this copy of smdebug_lite (the compacting process imports it)."""
-    here = os.path.abspath(__file__)  # <root>/smdebug_lite/index/rolling.py
-    for _ in range(3):
-        here = os.path.dirname(here)
-    return here
 
 
 _compactors: dict[str, RollingCompactor | None] = {}  # None: rolling is off for it

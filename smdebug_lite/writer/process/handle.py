@@ -33,13 +33,13 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 
 import numpy as np
 
+from smdebug_lite.child_process import child_argv
 from smdebug_lite.env_settings import env_float
 from smdebug_lite.logger import get_logger
 from smdebug_lite.writer.pending_step import PendingStep
@@ -64,23 +64,6 @@ def _start_timeout_s() -> float:
     return env_float("SMDEBUG_WRITER_START_TIMEOUT_S", 60.0, above=0.0)
 
 
-# The writer process imports the same smdebug_lite as this process, from wherever it was loaded,
-# without putting that directory ahead of the standard library for anything else.
-_BOOTSTRAP = (
-    "import sys; root = sys.argv[1]; sys.path.insert(0, root); import smdebug_lite; "
-    "sys.path.remove(root); from smdebug_lite.writer.process.main import main; "
-    "sys.exit(main(sys.argv[2:]))"
-)
-
-
-def _package_root() -> str:
-    """The directory holding this copy of smdebug_lite (the writer process imports it)."""
-    here = os.path.abspath(__file__)  # <root>/smdebug_lite/writer/process/handle.py
-    for _ in range(4):
-        here = os.path.dirname(here)
-    return here
-
-
 def _no_replacement(_dead: WriterProcess) -> None:
     return None
 
@@ -100,7 +83,7 @@ class WriterProcess:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self.popen = subprocess.Popen(
-                [sys.executable, "-c", _BOOTSTRAP, _package_root(), str(child_sock.fileno())],
+                child_argv("smdebug_lite.writer.process.main", "main", str(child_sock.fileno())),
                 pass_fds=(child_sock.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 close_fds=True)
         except BaseException:
