@@ -138,6 +138,23 @@ def test_compact_at_close_honours_the_switches(tmp_path, monkeypatch):
     assert compact_at_close("s3://") is None
 
 
+def test_compact_at_close_leaves_a_current_manifest_unread_but_checks_one_it_extends(tmp_path):
+    """After the writer's last extension nothing is left for close, which then reads no chunk;
+    a manifest it does extend is read and checked first, and replaced when damaged."""
+    write_steps(tmp_path, range(30), workers=1, end=True)
+    first = compact_trial(str(tmp_path), chunk_steps=10)
+    again = compact_at_close(str(tmp_path))
+    assert again.note == "up to date" and again.chunks_checked == 0 and again.index_files == 30
+    chunk = tmp_path / first.manifest.chunks[0].key
+    chunk.write_bytes(b"damaged" + chunk.read_bytes()[7:])
+    assert compact_at_close(str(tmp_path)).chunks_checked == 0  # (readers check it themselves)
+    write_steps(tmp_path, range(30, 35), workers=1, end=True)
+    extended = compact_at_close(str(tmp_path))
+    assert extended.note.startswith("replaced an invalid manifest")
+    assert extended.index_files == 35 and extended.index_files_read == 35
+    _answers_as_without_manifest(tmp_path, tmp_path, list(range(35)), compacted=True)
+
+
 def _answers_as_without_manifest(tmp_path: Path, out: Path, steps: list[int],
                                  compacted: bool) -> None:
     t = create_trial(str(out))

@@ -1,7 +1,8 @@
 """Rolling compaction: the chief worker's writer has the manifest extended by whole blocks of
-steps while training runs, so a live or killed job's trial opens from its manifest; each index
-file is read once over the run; only blocks every worker has passed are covered; failures and
-switches leave training and the close-time compaction alone."""
+steps while training runs, and by the tail when writing ends, so a live job's trial opens from
+its manifest and a killed job's is as compacted as a closed one's; each index file is read once
+over the run; only steps every worker has passed are covered; failures and switches leave
+training and the close-time compaction alone."""
 
 from __future__ import annotations
 
@@ -50,9 +51,9 @@ def _same_as_without_manifest(tmp_path: Path, out: Path, steps: int, uncovered: 
     assert plain.index_files_read == steps and snapshot(t) == snapshot(plain)
 
 
-def test_a_killed_training_job_leaves_its_whole_blocks_compacted(tmp_path):
+def test_a_killed_training_job_leaves_its_trial_compacted(tmp_path):
     """The training process dies without closing its hook: the writer process writes what it
-    was handed and extends the manifest over every whole block before it exits."""
+    was handed and extends the manifest over every step, the tail included, before it exits."""
     out = tmp_path / "run"
     script = ("import os, sys\nfrom small_training import train\n"
               "train(sys.argv[1], int(sys.argv[2]), close=False)\nprint('trained', flush=True)\n"
@@ -62,16 +63,17 @@ def test_a_killed_training_job_leaves_its_whole_blocks_compacted(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script, str(out), str(STEPS)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "trained" in proc.stdout, proc.stderr[-3000:]
-    _wait_for_chunks(out, [(0, 999, 1000), (1000, 1999, 1000)])
-    assert not (out / "training_job_end.ts").exists()
     # (The last step was never ended: a hook hands a step over when the next one begins.)
-    _same_as_without_manifest(tmp_path, out, STEPS - 1, uncovered=STEPS - 1 - 2000)
+    _wait_for_chunks(out, [(0, 999, 1000), (1000, 1999, 1000), (2000, 2048, 49)])
+    assert not (out / "training_job_end.ts").exists()
+    _same_as_without_manifest(tmp_path, out, STEPS - 1, uncovered=0)
 
 
 def test_a_running_job_is_compacted_block_by_block_reading_each_file_once(tmp_path,
                                                                             monkeypatch):
     """Before close, on the thread writer (whose compactor lives in this process): the manifest
-    covers the whole blocks, each compaction trusts the one before it, and close adds the tail."""
+    covers the whole blocks, each compaction trusts the one before it, and the writer's end adds
+    the tail (leaving the hook's close-time compaction nothing to do)."""
     for name in ("SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING", "SMDEBUG_COMPACT_MIN_FILES"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SMDEBUG_WRITER", "thread")
@@ -96,6 +98,8 @@ def test_a_running_job_is_compacted_block_by_block_reading_each_file_once(tmp_pa
         smd.del_hook()
     assert rolling.compactor_of(hook.out_dir) is None
     assert _chunks(out) == [(0, 999, 1000), (1000, 1999, 1000), (2000, 2049, 50)]
+    assert sum(r.index_files_read for r in compactor.results) == STEPS
+    assert compactor.results[-1].chunks_checked == 0
     _same_as_without_manifest(tmp_path, out, STEPS, uncovered=0)
 
 
@@ -178,8 +182,9 @@ def test_a_block_whose_last_step_is_not_saved_is_compacted_once(tmp_path, monkey
     for step in (24, 27):
         c.step_written(step)
     time.sleep(1.5)
-    c.end()
     assert len(c.results) == 1 and c.results[0].chunks_written == 2
+    c.end()  # and the tail once writing ends
+    assert len(c.results) == 2 and _chunks(tmp_path) == [(0, 9, 4), (12, 18, 3), (21, 27, 3)]
 
 
 def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
@@ -229,8 +234,29 @@ def test_an_s3_trial_is_compacted_as_its_writer_uploads_it(s3_endpoint, s3_bucke
         sw.add_tensor("loss", np.array(step / 7, dtype=np.float32))
         w.submit(sw)
     w.flush()
-    w.close(mark_training_end=False)  # the end waits for the compaction of the whole block
+    w.close(mark_training_end=False)  # the end waits for the compaction of every step
     assert rolling.compactor_of(uri) is None
     t = create_trial(uri)
-    assert t.steps() == list(range(1005)) and t.index_files_read == 5
+    assert t.steps() == list(range(1005)) and t.index_files_read == 0
     assert t.tensor("loss").values()[1000] == np.float32(1000 / 7)
+
+
+def test_the_end_compacts_the_tail_unless_the_trial_is_below_the_minimum(tmp_path):
+    """Writing ends (a close, or a writer process whose training process died): the steps after
+    the last whole block are compacted too, but a trial too short for the close-time compaction
+    is left as it is."""
+    short, enough = tmp_path / "short", tmp_path / "enough"
+    for root, steps in ((short, 20), (enough, 15)):
+        write_steps(root, range(steps), workers=1)
+    c = rolling.RollingCompactor(str(enough), chunk_steps=10, min_files=12)
+    for step in range(15):
+        c.step_written(step)
+    c.end()
+    assert _chunks(enough) == [(0, 9, 10), (10, 14, 5)]
+    assert sum(r.index_files_read for r in c.results) == 15
+    c = rolling.RollingCompactor(str(short), chunk_steps=100, min_files=21)
+    for step in range(20):
+        c.step_written(step)
+    c.end()
+    assert _chunks(short) == [] and [r.note for r in c.results] == [
+        "20 index files to cover, fewer than 21"]

@@ -85,7 +85,8 @@ class CompactionResult:
 
 def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
                   chunk_steps: int = mf.CHUNK_STEPS, whole_chunks: bool = False,
-                  trusted: mf.Manifest | None = None) -> CompactionResult:
+                  trusted: mf.Manifest | None = None,
+                  recheck_current: bool = True) -> CompactionResult:
     """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix).
 
     `inline`: read the event records of one-element tensors and saved reductions, and of
@@ -95,17 +96,24 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
     `whole_chunks`: cover only whole blocks of `chunk_steps` steps, so that a trial compacted
     as it is written gets the chunks compacting it once would give. `trusted`: the manifest a
     previous run left (its `result.manifest`); if the head still says exactly that, its chunks
-    are not read again (extending a growing trial would otherwise read it all each time)."""
+    are not read again (extending a growing trial would otherwise read it all each time).
+    `recheck_current=False`: a manifest with no index file after it is left as it is without
+    reading its chunks (readers check them anyway, and ignore a damaged one); it is read and
+    checked, and replaced if damaged, before it is extended."""
     if chunk_steps < 1:
         raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
     started = time.monotonic()
     storage = open_storage(uri)
     requests_before = getattr(storage, "requests", None)
     result = CompactionResult(storage.uri())
-    existing = _existing(storage, result, trusted)
+    existing = _existing(storage, result, trusted, read_chunks=recheck_current)
     after = existing.last_key if existing else None
     keys = [k for k in storage.list(INDEX_DIR, start_after=after)
             if k.startswith(INDEX_DIR + "/") and parse_index_file_name(k) is not None]
+    if keys and existing and not recheck_current:  # it is extended: check it first after all
+        existing = _existing(storage, result, trusted)
+        if existing is None or existing.last_key != after:
+            return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
     last_of_worker = dict(existing.last_step_of_worker) if existing else {}
     for k in keys:
         step, worker = parse_index_file_name(k)  # type: ignore[misc]
@@ -162,7 +170,8 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
         return None
     min_files = env_int("SMDEBUG_COMPACT_MIN_FILES", DEFAULT_MIN_FILES)
     try:
-        result = compact_trial(out_dir, min_files=min_files)
+        # Nothing is left when the writer's last extension covered the tail (docs/scale.md).
+        result = compact_trial(out_dir, min_files=min_files, recheck_current=False)
         if result.chunks_written:  # a short run is left as it is, and says nothing
             logger.info("Compacted the index: %s", result)
         return result
@@ -174,14 +183,16 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
 # -- steps of compact_trial ----------------------------------------------------------------
 
 def _existing(storage: Storage, result: CompactionResult,
-              trusted: mf.Manifest | None = None) -> mf.Manifest | None:
+              trusted: mf.Manifest | None = None, read_chunks: bool = True,
+              ) -> mf.Manifest | None:
     """The trial's manifest if it passes every check a reader makes, else None. The chunks
-    of a head equal to `trusted` are taken as checked."""
+    of a head equal to `trusted` are taken as checked; `read_chunks=False`: the head's own
+    checks only."""
     try:
         m = mf.read_head(storage)
         if m is None:
             return None
-        if m != trusted:
+        if m != trusted and read_chunks:
             mf.read_chunks(storage, m.chunks)
             result.chunks_checked = len(m.chunks)
         mf.check_fresh(storage, m)

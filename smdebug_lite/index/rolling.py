@@ -4,8 +4,11 @@ Compacting only at hook close leaves a running job, and a job that was killed, w
 file to read per step and worker. Instead, each time the chief worker's writer finishes a block
 of `CHUNK_STEPS` steps, the manifest is extended by the whole blocks every
 writing worker has gone past (`compact_trial(whole_chunks=True)`): the same chunks compacting
-the finished trial once would write, so the close-time compaction only adds the tail. A reader
-opening the trial at any time reads at most one block per worker from per-step files.
+the finished trial once would write. When writing ends (the hook closes, or the training
+process died and its writer process finished what it was handed), one last extension covers
+the tail after the last whole block as well, so a killed job's trial is as compacted as a
+closed one's and the close-time compaction finds nothing left. A reader opening a running
+trial reads at most one block per worker from per-step files.
 
 The writer announces its steps through `trial_listeners`; the package root registers
 `step_written` and `writing_ended` there. A thread of the writer's process (the writer process,
@@ -13,8 +16,8 @@ or the training process for the thread writer) starts one compacting process at 
 trial, never holding up a step: a step that comes while one runs only asks for another
 afterwards. The compaction runs in its own process at the lowest CPU priority, so that it
 neither holds the writer's interpreter lock nor takes a core training or writing needs: on a
-machine whose cores they fill it waits, and the close-time compaction covers what it has not
-reached. Each compaction trusts the head the previous one wrote (its chunks are not read
+machine whose cores they fill it waits, and the last extension covers what it has not
+reached; that one runs at normal priority, since a closing hook waits for it. Each compaction trusts the head the previous one wrote (its chunks are not read
 again), so a long run costs one read of each index file, as a compaction at close would.
 `SMDEBUG_COMPACT_ROLLING=0` (or `SMDEBUG_COMPACT=0`) turns it off. A failure is logged once
 and stops rolling for that trial: the close-time compaction still runs.
@@ -22,6 +25,7 @@ and stops rolling for that trial: the close-time compaction still runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -61,6 +65,9 @@ class RollingCompactor:
         self.failed: str | None = None  # why rolling stopped, once it has
         self._covered = 0  # the blocks of the steps before this are in the manifest
         self._wanted = 0  # the chief has written the steps before this (whole blocks)
+        self._last_written = -1  # the chief's last step
+        self._last_covered = -1  # the manifest's last step, as the last compaction left it
+        self._whole = True  # whole blocks only (until the last compaction, after `end`)
         self._retry_at = 0.0
         self._trusted_sha = ""  # SHA-256 of the head the last compaction left
         self._lock = threading.Lock()
@@ -72,6 +79,8 @@ class RollingCompactor:
 
     def step_written(self, step: int) -> None:
         """The chief's writer has written `step`: a block it completes is compacted next."""
+        if step > self._last_written:
+            self._last_written = step
         blocks_end = (step + 1) // self.chunk_steps * self.chunk_steps
         if blocks_end <= self._covered or self.failed is not None:
             return  # (the common case, without the lock)
@@ -88,12 +97,13 @@ class RollingCompactor:
                 self._wake.notify()
 
     def end(self, timeout: float = END_WAIT_S) -> None:
-        """Stop, after a last compaction of the whole blocks not yet covered (a writer whose
-        training process is gone ends this way, with no close-time compaction after it).
-        Waits for it, and for one in progress."""
+        """Stop, after a last compaction of every step not yet covered, the tail after the last
+        whole block included: a writer whose training process is gone ends this way, with no
+        close-time compaction after it, and a killed job's trial is then as compacted as a
+        closed one's. Waits for it, and for one in progress."""
         with self._lock:
             self._ended = True
-            if self._wanted > self._covered and self.failed is None:
+            if self._last_written > self._last_covered and self.failed is None:
                 self._last_call = True  # after the one in progress, if any
                 if not self._running:
                     self._running = True
@@ -124,6 +134,7 @@ class RollingCompactor:
                     return
                 if self._ended:
                     self._last_call = False  # this one is it
+                    self._whole = False
                 wanted = self._wanted
             try:
                 self._compact()
@@ -154,7 +165,7 @@ class RollingCompactor:
     def _compact(self) -> None:
         proc = subprocess.run(
             child_argv(__name__, "compact_once", self.out_dir, str(self.chunk_steps),
-                       str(self.min_files), self._trusted_sha),
+                       str(self.min_files), self._trusted_sha, "whole" if self._whole else "all"),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT_S)
         lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
         try:
@@ -168,6 +179,7 @@ class RollingCompactor:
         result = CompactionResult(**answer)
         self.results.append(result)
         if result.last_step is not None:
+            self._last_covered = result.last_step
             # Whole blocks only: the manifest holds all of the block of its last step (which
             # need not be the block's last step: not every step is saved).
             end = (result.last_step // self.chunk_steps + 1) * self.chunk_steps
@@ -182,17 +194,16 @@ _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(CompactionResult) if f
 
 
 def compact_once(argv: list[str]) -> int:
-    """The compacting process: `out_dir chunk_steps min_files trusted_head_sha256`. Runs at the
-    lowest CPU priority and prints its result (or the error) as one JSON line; what the library
-    logs goes to stderr."""
+    """The compacting process: `out_dir chunk_steps min_files trusted_head_sha256 whole|all`
+    (whole blocks only, at the lowest CPU priority; or the tail too, at the caller's). Prints
+    its result (or the error) as one JSON line; what the library logs goes to stderr."""
     answer_to = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)
     try:
-        os.setpriority(os.PRIO_PROCESS, 0, COMPACTION_NICE)
-    except (AttributeError, OSError):
-        pass
-    try:
-        out_dir, chunk_steps, min_files, trusted_sha = argv
+        out_dir, chunk_steps, min_files, trusted_sha, extent = argv
+        if extent == "whole":  # (the last one, once writing ended, is what a close waits for)
+            with contextlib.suppress(AttributeError, OSError):
+                os.setpriority(os.PRIO_PROCESS, 0, COMPACTION_NICE)
         storage = open_storage(out_dir)
         trusted = None
         if trusted_sha:
@@ -203,7 +214,7 @@ def compact_once(argv: list[str]) -> int:
             if hashlib.sha256(raw).hexdigest() == trusted_sha:
                 trusted = mf.decode_head(raw)
         result = compact_trial(out_dir, min_files=int(min_files), chunk_steps=int(chunk_steps),
-                               whole_chunks=True, trusted=trusted)
+                               whole_chunks=extent == "whole", trusted=trusted)
         answer: dict = {k: getattr(result, k) for k in _RESULT_FIELDS}
         answer["head_sha256"] = "" if result.manifest is None else hashlib.sha256(
             mf.encode_head(result.manifest)).hexdigest()
