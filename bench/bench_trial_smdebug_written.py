@@ -6,9 +6,11 @@ Two trials of STEPS steps x TENSORS tensors (float32, mixed shapes, TRAIN mode):
                         (`smdebug_written_job.py`): per tensor its reductions (mean, max, l2)
                         and the raw tensor, as a hook with a ReductionConfig writes them
   smdebug-lite-written  written by smdebug-lite's TrialWriter (raw tensors only), as a trial
-                        of ours is where no compaction has covered it yet: a running or killed
-                        job's steps after its last whole block of 1,000 (the chief's writer
-                        compacts those while training runs), or a run with compaction off
+                        of ours is where no compaction has covered it yet: a running job's
+                        steps after its last whole block of 1,000 (the chief's writer compacts
+                        those while training runs, and the rest when its writing ends, also
+                        when the training process was killed), a job killed together with
+                        its writer process, or a run with compaction off
 
 and each of them compacted (a copy with `manifest/`, see docs/scale.md): the smdebug-written one
 with `compact_trial`, the smdebug-lite-written one with `compact_at_close`, what a hook calls at
