@@ -260,3 +260,29 @@ def test_the_end_compacts_the_tail_unless_the_trial_is_below_the_minimum(tmp_pat
     c.end()
     assert _chunks(short) == [] and [r.note for r in c.results] == [
         "20 index files to cover, fewer than 21"]
+
+
+def test_a_compaction_past_the_end_wait_is_stopped_not_left_running(tmp_path, monkeypatch):
+    """The writer's end gives up waiting: the compacting process is stopped (the hook's
+    close-time compaction comes next and must not run beside it), and that is said once."""
+    trial, pid_file = tmp_path / "trial", tmp_path / "child.pid"
+    write_steps(trial, range(12), workers=1)
+    hung = [sys.executable, "-c", f"import os, time; open({str(pid_file)!r}, 'w')"
+            ".write(str(os.getpid())); time.sleep(120)"]
+    monkeypatch.setattr(rolling, "child_argv", lambda *_: hung)
+    c = rolling.RollingCompactor(str(trial), chunk_steps=10, min_files=0)
+    with contextmanager(kept_log_records)("smdebug_lite.index.rolling") as records:
+        c.step_written(10)
+        deadline = time.monotonic() + 30
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        pid = int(pid_file.read_text())
+        started = time.monotonic()
+        c.end(timeout=0.5)
+        assert time.monotonic() - started < 10
+    with pytest.raises(ProcessLookupError):  # stopped, and reaped
+        os.kill(pid, 0)
+    assert c.failed is not None and not c.results
+    warned = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "Stopped the compaction" in warned[0] and str(trial) in warned[0]
+    assert not (trial / mf.HEAD_KEY).exists()

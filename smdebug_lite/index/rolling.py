@@ -76,6 +76,8 @@ class RollingCompactor:
         self._ended = False
         self._last_call = False  # one more compaction asked for by `end`
         self._thread: threading.Thread | None = None
+        self._child: subprocess.Popen | None = None  # the compacting process running now
+        self._stopped = False  # `end` gave up waiting and stopped it
 
     def step_written(self, step: int) -> None:
         """The chief's writer has written `step`: a block it completes is compacted next."""
@@ -116,8 +118,17 @@ class RollingCompactor:
         if thread is not None:
             thread.join(timeout)
             if thread.is_alive():
-                logger.warning("The compaction of %s is still running after %.0f s; the writer "
-                               "finishes without waiting for it", self.out_dir, timeout)
+                # Stopped, not left running: the hook's close-time compaction comes next, and
+                # two compactions of one trial must not write its manifest at the same time.
+                with self._lock:
+                    self._stopped = True
+                    child = self._child
+                if child is not None:
+                    child.kill()
+                thread.join(CHILD_STOP_WAIT_S)
+                logger.warning("Stopped the compaction of %s after %.0f s; the writer finishes "
+                               "without it (what it had not covered is read from the per-step "
+                               "index files, or compacted at close)", self.out_dir, timeout)
 
     def _run(self) -> None:
         delay = RETRY_AFTER_S
@@ -140,6 +151,8 @@ class RollingCompactor:
                 self._compact()
             except Exception as e:  # the trial stays readable; close compacts it again
                 self.failed = f"{type(e).__name__}: {e}"
+                if self._stopped:  # (`end` says so)
+                    return
                 logger.warning("Stopped compacting the index of %s as it is written: %s "
                                "(it is compacted when the hook closes)", self.out_dir,
                                self.failed)
@@ -163,11 +176,24 @@ class RollingCompactor:
                     delay = RETRY_AFTER_S
 
     def _compact(self) -> None:
-        proc = subprocess.run(
-            child_argv(__name__, "compact_once", self.out_dir, str(self.chunk_steps),
-                       str(self.min_files), self._trusted_sha, "whole" if self._whole else "all"),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, timeout=CHILD_TIMEOUT_S)
-        lines = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+        with self._lock:
+            if self._stopped:
+                raise RuntimeError("stopped")
+            proc = self._child = subprocess.Popen(
+                child_argv(__name__, "compact_once", self.out_dir, str(self.chunk_steps),
+                           str(self.min_files), self._trusted_sha,
+                           "whole" if self._whole else "all"),
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
+        try:
+            out, _ = proc.communicate(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            raise RuntimeError(f"the compacting process ran past {CHILD_TIMEOUT_S:.0f} s") from None
+        finally:
+            with self._lock:
+                self._child = None
+        lines = out.decode("utf-8", "replace").strip().splitlines()
         try:
             answer = json.loads(lines[-1])
         except (IndexError, ValueError):
@@ -189,6 +215,7 @@ class RollingCompactor:
 
 
 CHILD_TIMEOUT_S = 3600.0
+CHILD_STOP_WAIT_S = 10.0  # for a compacting process `end` stopped to be gone
 # What the compacting process reports back: the result, less the manifest it left.
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(CompactionResult) if f.name != "manifest")
 
