@@ -110,10 +110,9 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
     after = existing.last_key if existing else None
     keys = [k for k in storage.list(INDEX_DIR, start_after=after)
             if k.startswith(INDEX_DIR + "/") and parse_index_file_name(k) is not None]
-    if keys and existing and not recheck_current:  # it is extended: check it first after all
-        existing = _existing(storage, result, trusted)
-        if existing is None or existing.last_key != after:
-            return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
+    if keys and existing and not recheck_current and \
+            not _chunks_sound(storage, existing, result, trusted):  # to be extended: checked
+        return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
     last_of_worker = dict(existing.last_step_of_worker) if existing else {}
     for k in keys:
         step, worker = parse_index_file_name(k)  # type: ignore[misc]
@@ -187,20 +186,36 @@ def _existing(storage: Storage, result: CompactionResult,
               ) -> mf.Manifest | None:
     """The trial's manifest if it passes every check a reader makes, else None. The chunks
     of a head equal to `trusted` are taken as checked; `read_chunks=False`: the head's own
-    checks only."""
+    checks only (`_chunks_sound` does the rest later)."""
     try:
         m = mf.read_head(storage)
-        if m is None:
+        if m is None or (read_chunks and not _chunks_sound(storage, m, result, trusted)):
             return None
-        if m != trusted and read_chunks:
-            mf.read_chunks(storage, m.chunks)
-            result.chunks_checked = len(m.chunks)
         mf.check_fresh(storage, m)
         return m
     except mf.ManifestInvalid as e:
-        logger.warning("Replacing the manifest of %s: %s", storage.uri(), e)
-        result.note = f"replaced an invalid manifest: {e.reason}"
+        _invalid(storage, result, e)
         return None
+
+
+def _chunks_sound(storage: Storage, m: mf.Manifest, result: CompactionResult,
+                  trusted: mf.Manifest | None) -> bool:
+    """Whether every chunk of `m` reads back and passes its checks (taken as so when `m` is
+    `trusted`)."""
+    if m == trusted:
+        return True
+    try:
+        mf.read_chunks(storage, m.chunks)
+    except mf.ManifestInvalid as e:
+        _invalid(storage, result, e)
+        return False
+    result.chunks_checked = len(m.chunks)
+    return True
+
+
+def _invalid(storage: Storage, result: CompactionResult, e: mf.ManifestInvalid) -> None:
+    logger.warning("Replacing the manifest of %s: %s", storage.uri(), e)
+    result.note = f"replaced an invalid manifest: {e.reason}"
 
 
 def _rebuild(uri: str, inline: bool, chunk_steps: int, whole_chunks: bool, started: float,

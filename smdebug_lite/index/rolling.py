@@ -17,8 +17,9 @@ trial, never holding up a step: a step that comes while one runs only asks for a
 afterwards. The compaction runs in its own process at the lowest CPU priority, so that it
 neither holds the writer's interpreter lock nor takes a core training or writing needs: on a
 machine whose cores they fill it waits, and the last extension covers what it has not
-reached; that one runs at normal priority, since a closing hook waits for it. Each compaction trusts the head the previous one wrote (its chunks are not read
-again), so a long run costs one read of each index file, as a compaction at close would.
+reached; that one runs at normal priority, since a closing hook waits for it. Each compaction
+trusts the head the previous one wrote (its chunks are not read again), so a long run costs one
+read of each index file, as a compaction at close would.
 `SMDEBUG_COMPACT_ROLLING=0` (or `SMDEBUG_COMPACT=0`) turns it off. A failure is logged once
 and stops rolling for that trial: the close-time compaction still runs.
 """
@@ -67,7 +68,6 @@ class RollingCompactor:
         self._wanted = 0  # the chief has written the steps before this (whole blocks)
         self._last_written = -1  # the chief's last step
         self._last_covered = -1  # the manifest's last step, as the last compaction left it
-        self._whole = True  # whole blocks only (until the last compaction, after `end`)
         self._retry_at = 0.0
         self._trusted_sha = ""  # SHA-256 of the head the last compaction left
         self._lock = threading.Lock()
@@ -145,10 +145,10 @@ class RollingCompactor:
                     return
                 if self._ended:
                     self._last_call = False  # this one is it
-                    self._whole = False
+                whole = not self._ended  # (the last one covers the tail too)
                 wanted = self._wanted
             try:
-                self._compact()
+                self._compact(whole)
             except Exception as e:  # the trial stays readable; close compacts it again
                 self.failed = f"{type(e).__name__}: {e}"
                 if self._stopped:  # (`end` says so)
@@ -175,14 +175,14 @@ class RollingCompactor:
                 else:
                     delay = RETRY_AFTER_S
 
-    def _compact(self) -> None:
+    def _compact(self, whole: bool) -> None:
         with self._lock:
             if self._stopped:
                 raise RuntimeError("stopped")
             proc = self._child = subprocess.Popen(
                 child_argv(__name__, "compact_once", self.out_dir, str(self.chunk_steps),
                            str(self.min_files), self._trusted_sha,
-                           "whole" if self._whole else "all"),
+                           "whole" if whole else "all"),
                 stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
         try:
             out, _ = proc.communicate(timeout=CHILD_TIMEOUT_S)
