@@ -65,7 +65,7 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "xgboost.train as it was, kept on the launcher's replacement to undo the patch",
     "smdebug_lite/redact.py: record._smdebug_redacted":
         "a log record scrubbed once, marked so that a second handler does not scrub it again",
-    "smdebug_lite/tensorflow/capture.py: recorder._smd_runner":
+    "smdebug_lite/tensorflow/capture.py: dispatcher._smd_runner":
         "the capture runner attached to a TF step function it instruments",
     "smdebug_lite/tensorflow/capture.py: runner._smd_runner":
         "the capture runner attached to a TF step function it instruments",

@@ -4,7 +4,7 @@ Keras 3 runs ``fit``/``evaluate``/``predict`` steps as ``tf.function`` (maybe XL
 Python callback only ever sees gradients and layer outputs as symbolic tensors while the step is
 traced. smdebug's TF2 hook could therefore not save them in ``fit``. Here the hook builds a
 second, *instrumented* step function whose trace records the wanted tensors (gradients at the
-optimizer's ``apply``, layer inputs/outputs at each layer's ``call``) and returns them as extra
+optimizer, layer inputs/outputs at each layer's ``call``) and returns them as extra
 outputs. On steps that save such tensors the model's ``<kind>_function`` is swapped for the
 instrumented one; every other step runs Keras' own function untouched, so non-saving steps cost
 nothing.
@@ -30,7 +30,6 @@ class CaptureSession:
 
     wants: Callable[[str], bool]  # could the tensor `name` be saved at all?
     on_layer_call: Callable[..., None]  # (layer, is_root, args, kwargs, outputs)
-    on_apply_gradients: Callable[..., None]  # (optimizer, grads, variables)
     on_step_data: Callable[..., None]  # (capture, kind, data): model inputs and labels
     on_failure: Callable[[str, BaseException], None]  # the instrumented step failed to build
     trace_kind: str | None = None  # the kind whose instrumented function is being traced
@@ -64,28 +63,38 @@ class Capture:
 
 @dataclass
 class StepFunctions:
-    """Keras' own step function for one kind, a thin wrapper of it that keeps the step's
-    outputs (the batch logs), and the instrumented variant."""
+    """Keras' own step function for one kind, the dispatcher the hook puts in its place, and the
+    instrumented variant the dispatcher runs on steps that save captured tensors."""
 
     plain: Any = None
-    recorder: Any = None
+    dispatcher: Any = None
     runner: Any = None
+    use_runner: bool = False  # whether the current step runs the instrumented variant
     names: set[str] | None = None  # what the instrumented trace captured; None until traced
     failed: bool = False
 
 
-def build_recorder(session: CaptureSession, fns: StepFunctions):
+def run_plain(session: CaptureSession, fns: StepFunctions, *args, **kwargs):
     """Keras' own function, keeping a reference to what it returns (no copy, no device sync):
     the hook reads the batch logs when the step is finished, only if it saves them."""
-    plain = fns.plain
+    outputs = fns.plain(*args, **kwargs)
+    session.step_outputs = outputs
+    return outputs
 
-    def recorder(*args, **kwargs):
-        outputs = plain(*args, **kwargs)
-        session.step_outputs = outputs
-        return outputs
 
-    recorder._smd_runner = True  # type: ignore[attr-defined]
-    return recorder
+def build_dispatcher(session: CaptureSession, fns: StepFunctions):
+    """The one function the model calls for every step of a kind while the hook is attached.
+
+    It stays in place across steps: Keras 2 hands the evaluation loop its step function before
+    any callback runs, so a per-step swap of the model's attribute would not reach it."""
+
+    def dispatcher(*args, **kwargs):
+        if fns.use_runner and fns.runner is not None:
+            return fns.runner(*args, **kwargs)
+        return run_plain(session, fns, *args, **kwargs)
+
+    dispatcher._smd_runner = True  # type: ignore[attr-defined]
+    return dispatcher
 
 
 def tensors_of(value: Any) -> list[tf.Tensor]:
@@ -113,31 +122,6 @@ def unpatch_layer(layer) -> None:
     if "_smd_original_call" in layer.__dict__:
         layer.__dict__.pop("call", None)
         layer.__dict__.pop("_smd_original_call", None)
-
-
-def patch_optimizer(optimizer, session: CaptureSession) -> bool:
-    """Route ``optimizer.apply`` (which ``apply_gradients`` calls) through the hook."""
-    if optimizer is None or "_smd_original_apply" in optimizer.__dict__:
-        return False
-    original = optimizer.apply
-
-    @functools.wraps(original)
-    def apply(grads, trainable_variables=None, *args, **kwargs):
-        variables = trainable_variables
-        if variables is None:
-            variables = getattr(optimizer, "_trainable_variables", None)
-        session.on_apply_gradients(optimizer, grads, variables)
-        return original(grads, trainable_variables, *args, **kwargs)
-
-    object.__setattr__(optimizer, "_smd_original_apply", original)
-    object.__setattr__(optimizer, "apply", apply)
-    return True
-
-
-def unpatch_optimizer(optimizer) -> None:
-    if optimizer is not None and "_smd_original_apply" in optimizer.__dict__:
-        optimizer.__dict__.pop("apply", None)
-        optimizer.__dict__.pop("_smd_original_apply", None)
 
 
 def install_step_dispatcher(model, kind: str, session: CaptureSession) -> None:
@@ -182,11 +166,12 @@ def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions):
     tensors to the hook and returns exactly what Keras' own function returns."""
     attr = f"{kind}_function"
     make = getattr(model, f"make_{kind}_function")
+    installed = getattr(model, attr)
     try:
         make(force=True)
         instrumented = getattr(model, attr)
     finally:
-        setattr(model, attr, fns.plain)
+        setattr(model, attr, installed)
 
     def runner(*args, **kwargs):
         session.trace_kind = kind
@@ -197,7 +182,7 @@ def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions):
                 raise  # it worked before: a real training error, not ours
             fns.failed = True
             session.on_failure(kind, error)
-            return fns.recorder(*args, **kwargs)
+            return run_plain(session, fns, *args, **kwargs)
         finally:
             session.trace_kind = None
         outputs, captured = result
@@ -215,13 +200,12 @@ __all__ = [
     "Capture",
     "CaptureSession",
     "StepFunctions",
-    "build_recorder",
+    "build_dispatcher",
     "build_runner",
     "install_step_dispatcher",
     "patch_layer",
-    "patch_optimizer",
     "remove_step_dispatcher",
+    "run_plain",
     "tensors_of",
     "unpatch_layer",
-    "unpatch_optimizer",
 ]

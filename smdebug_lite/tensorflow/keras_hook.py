@@ -28,6 +28,8 @@ from smdebug_lite.hooks.core import HookCore, TensorPlan, to_numpy_value
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.tensorflow import capture as cap
+from smdebug_lite.tensorflow.flavor import flavor_of
+from smdebug_lite.tensorflow.keras2 import Keras2CallbackProtocol
 from smdebug_lite.tensorflow.naming import (
     gradient_name,
     indexed_names,
@@ -65,8 +67,9 @@ def _python_logs(outputs: dict) -> dict[str, float]:
     return logs
 
 
-class KerasHook(HookCore, keras.callbacks.Callback):
-    """Save tensors of a Keras model: ``model.fit(..., callbacks=[hook])``."""
+class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
+    """Save tensors of a Keras model: ``model.fit(..., callbacks=[hook])``, for Keras 3 and for
+    Keras 2 models from ``tf_keras`` alike."""
 
     framework = "tensorflow"
     keep_tf_suffix = True
@@ -96,8 +99,7 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         self._layer_patterns: tuple[list[str], list[re.Pattern[str]]] = ([], [])
         self._written: set[str] = set()
         self._session = cap.CaptureSession(
-            wants=self._wants, on_layer_call=self._on_layer_call,
-            on_apply_gradients=self._on_apply_gradients, on_step_data=self._capture_data,
+            wants=self._wants, on_layer_call=self._on_layer_call, on_step_data=self._capture_data,
             on_failure=self._instrumentation_failed)
         self._step_open = False
         self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
@@ -270,7 +272,11 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             self._write_tf(name, v)
         optimizer = getattr(model, "optimizer", None)
         if optimizer is not None and self.mode == ModeKeys.TRAIN:
-            for v in getattr(optimizer, "variables", []):
+            variables = flavor_of(optimizer).optimizer_variables(optimizer)
+            if not variables:
+                # Keras 2 optimizers make their variables at the first update: none to save yet
+                self._warned_unmatched.add(K.OPTIMIZER_VARIABLES)
+            for v in variables:
                 name = variable_name(v)
                 self._set_role(name, K.OPTIMIZER_VARIABLES)
                 self._write_tf(name, v)
@@ -351,20 +357,18 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             return
         with self.failsafe("optimizer.apply"):
             grads, variables = list(grads), list(variables or [])
-            scale = getattr(optimizer, "dynamic_scale", None)  # LossScaleOptimizer: unscale
+            flavor = flavor_of(optimizer)
             for g, v in zip(grads, variables, strict=False):
                 if g is None:
                     continue
                 name = gradient_name(v)
                 self._set_role(name, K.GRADIENTS)
-                if scale is not None and isinstance(g, tf.Tensor):
-                    g = g / tf.cast(scale, g.dtype)
-                self._record(name, g)
+                self._record(name, flavor.unscaled_gradient(optimizer, g))
 
     def _capture_data(self, capture: cap.Capture, kind: str, data) -> None:
         """Model inputs (``inputs``) and labels (``labels``) of an instrumented step."""
         with self.failsafe("step data"):
-            x, y, _ = keras.utils.unpack_x_y_sample_weight(data)
+            x, y, _ = flavor_of(self._attached).unpack_data(data)
             for role, prefix, value in ((K.INPUTS, "inputs", x), (K.OUTPUTS, "labels", y)):
                 tensors = cap.tensors_of(value)
                 for n, t in zip(indexed_names(prefix, len(tensors)), tensors, strict=True):
@@ -404,16 +408,11 @@ class KerasHook(HookCore, keras.callbacks.Callback):
             if cap.patch_layer(layer, self._session, is_root=layer is model):
                 self._patched_layers.append(layer)
         optimizer = getattr(model, "optimizer", None)
-        if cap.patch_optimizer(optimizer, self._session):
+        if flavor_of(optimizer).patch_optimizer(optimizer, self._on_apply_gradients):
             self._patched_optimizers.append(optimizer)
 
     def _exit_keras(self, kind: str) -> None:
         self._finish_step()
-        model = self._attached
-        if model is not None:
-            fns = self._functions.get((id(model), kind))
-            if fns is not None and fns.plain is not None:
-                setattr(model, f"{kind}_function", fns.plain)
         if self._loops:
             self._loops.pop()
         if not self._loops:
@@ -423,9 +422,9 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         model, self._attached = self._attached, None
         if model is not None:
             for (mid, kind), fns in self._functions.items():
-                if mid == id(model) and fns.plain is not None:
-                    if getattr(getattr(model, f"{kind}_function", None), "_smd_runner", False):
-                        setattr(model, f"{kind}_function", fns.plain)
+                attr = f"{kind}_function"
+                if mid == id(model) and getattr(model, attr, None) is fns.dispatcher:
+                    setattr(model, attr, fns.plain)
             for k in cap.KINDS:
                 cap.remove_step_dispatcher(model, k)
         keep = {id(m) for m in self._registered_models}
@@ -435,30 +434,36 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         self._patched_layers = [ly for ly in self._patched_layers if id(ly) in keep]
         for optimizer in self._patched_optimizers:
             if id(optimizer) not in keep:
-                cap.unpatch_optimizer(optimizer)
+                flavor_of(optimizer).unpatch_optimizer(optimizer)
         self._patched_optimizers = [o for o in self._patched_optimizers if id(o) in keep]
+
+    def _install_function(self, model, kind: str) -> cap.StepFunctions | None:
+        """Put the kind's dispatcher where Keras looks for its step function; a function Keras
+        made anew (first loop, recompiled model) gets a new one."""
+        attr = f"{kind}_function"
+        current = getattr(model, attr, None)
+        if current is None:
+            return None
+        fns = self._functions.setdefault((id(model), kind), cap.StepFunctions())
+        if current is not fns.dispatcher:
+            if current is not fns.plain:
+                fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
+            fns.dispatcher = cap.build_dispatcher(self._session, fns)
+            setattr(model, attr, fns.dispatcher)
+        return fns
 
     def _select_function(self, kind: str) -> None:
         """Run this step with the instrumented function only if it saves captured tensors."""
         model = self._attached
         if model is None:
             return
-        attr = f"{kind}_function"
-        current = getattr(model, attr, None)
-        if current is None:
+        fns = self._install_function(model, kind)
+        if fns is None:
             return
-        fns = self._functions.setdefault((id(model), kind), cap.StepFunctions())
-        if not getattr(current, "_smd_runner", False) and current is not fns.plain:
-            fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
-            fns.recorder = cap.build_recorder(self._session, fns)
-        target = fns.recorder
-        if (f"_smd_original_{kind}_step" in model.__dict__ and self.saving_this_step
-                and self._step_needs_capture(fns)):
-            if fns.runner is None:
-                fns.runner = cap.build_runner(model, kind, self._session, fns)
-            target = fns.runner
-        if current is not target:
-            setattr(model, attr, target)
+        fns.use_runner = (f"_smd_original_{kind}_step" in model.__dict__
+                          and self.saving_this_step and self._step_needs_capture(fns))
+        if fns.use_runner and fns.runner is None:
+            fns.runner = cap.build_runner(model, kind, self._session, fns)
 
     # -- Keras callback interface -------------------------------------------------------------------
     #
@@ -509,6 +514,20 @@ class KerasHook(HookCore, keras.callbacks.Callback):
         with self.failsafe(f"on_{kind}_end"):
             self._exit_keras(kind)
 
+    def set_model(self, model) -> None:
+        super().set_model(model)
+        early = flavor_of(model).early_step_functions
+        if self.disabled or not early or self._loops:
+            return
+        with self.failsafe("set_model"):
+            if self._attached is not None and self._attached is not model:
+                self._detach()
+            self._attached = model
+            for kind in early:
+                if getattr(model, f"{kind}_function", None) is None:
+                    getattr(model, f"make_{kind}_function")()
+                self._install_function(model, kind)
+
     def on_train_begin(self, logs=None):
         self._mode_begin("train")
 
@@ -554,7 +573,7 @@ class KerasHook(HookCore, keras.callbacks.Callback):
     def wrap_optimizer(self, optimizer):
         """Save gradients whenever ``optimizer.apply``/``apply_gradients`` runs eagerly."""
         with self.failsafe("wrap_optimizer"):
-            if cap.patch_optimizer(optimizer, self._session):
+            if flavor_of(optimizer).patch_optimizer(optimizer, self._on_apply_gradients):
                 self._patched_optimizers.append(optimizer)
                 self._registered_models.append(optimizer)
         return optimizer
