@@ -142,6 +142,13 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog, optimiz
             for w, g in zip(WEIGHTS, GRADS, strict=True):
                 np.testing.assert_allclose(at(w, k + 1), at(w, k) - LR * at(g, k),
                                            rtol=1e-5, atol=1e-6)
+    # Validation in every epoch and evaluate: Keras 2 hands these loops their step function
+    # before any callback runs, and the hook still sees each step.
+    for k in range(6):
+        xb, yb = xv[(k % 2) * BATCH:(k % 2 + 1) * BATCH], yv[(k % 2) * BATCH:(k % 2 + 1) * BATCH]
+        ref = reference([at(w, k, modes.EVAL) for w in WEIGHTS], xb, yb)
+        np.testing.assert_allclose(at("hidden/outputs", k, modes.EVAL), ref["hidden"], atol=1e-6)
+        assert at("loss", k, modes.EVAL).shape == (1,)
     assert trial.tensor(GRADS[0]).steps(mode=modes.EVAL) == []
     assert trial.tensor("val_loss").steps(mode=modes.EVAL) == [1, 3]
     np.testing.assert_allclose([at("val_loss", s, modes.EVAL)[0] for s in (1, 3)],

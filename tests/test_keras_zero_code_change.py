@@ -40,7 +40,12 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_unmodified_keras_script(tmp_path):
+@pytest.mark.parametrize("keras_version", [3, 2])
+def test_unmodified_keras_script(tmp_path, keras_version):
+    """Keras 3 (tf.keras on TF 2.16+) and Keras 2 (tf.keras is tf_keras under
+    TF_USE_LEGACY_KERAS=1, imported by TensorFlow after the launcher attached to Keras 3)."""
+    if keras_version == 2:
+        pytest.importorskip("tf_keras")
     out = tmp_path / "tensors"
     config = write_hook_config(tmp_path, out, {
         "gradients": None,
@@ -49,15 +54,20 @@ def test_unmodified_keras_script(tmp_path):
     }, hook_parameters={"save_interval": "2"})
     (tmp_path / "train.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}
+           if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME", "TF_USE_LEGACY_KERAS")}
     env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
+    if keras_version == 2:
+        env["TF_USE_LEGACY_KERAS"] = "1"
     proc = subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", "train.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TRAINING DONE" in proc.stdout
     assert (out / "training_job_end.ts").exists()
     trial = create_trial(str(out))
-    assert trial.tensor("gradients/sequential/hidden/kernelGrad").steps(mode=modes.TRAIN) == [0, 2, 4, 6]
+    # Keras 3 names variables by path (model prefix), Keras 2 by TF graph name.
+    grad = "gradients/sequential/hidden/kernelGrad" if keras_version == 3 else \
+        "gradients/hidden/kernelGrad"
+    assert trial.tensor(grad).steps(mode=modes.TRAIN) == [0, 2, 4, 6]
     assert trial.tensor("hidden/outputs").steps(mode=modes.TRAIN) == [0, 2, 4, 6]
     assert trial.tensor("hidden/outputs").steps(mode=modes.EVAL) == [0, 2, 4]
     assert trial.tensor("loss").steps(mode=modes.TRAIN) == [0, 1, 2, 3, 4, 5, 6, 7]

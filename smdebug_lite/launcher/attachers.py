@@ -21,6 +21,11 @@ class Attacher:
     framework: str
     module: str  # top-level module whose import triggers `attach`
     attach: Callable[[str], Closer | None]
+    also: tuple[str, ...] = ()  # other modules whose import triggers it (whichever comes first)
+
+    @property
+    def modules(self) -> tuple[str, ...]:
+        return (self.module, *self.also)
 
 
 def _attach_pytorch(config_path: str) -> Closer | None:
@@ -40,7 +45,8 @@ def register_attacher(attacher: Attacher) -> None:
 # TensorFlow/Keras and XGBoost (their modules import no framework until attach() runs).
 from smdebug_lite.launcher import attach_tensorflow, attach_xgboost  # noqa: E402
 
-register_attacher(Attacher("tensorflow", "keras", attach_tensorflow.attach))
+# Keras 2 scripts (TF_USE_LEGACY_KERAS=1) may import tf_keras without importing Keras 3.
+register_attacher(Attacher("tensorflow", "keras", attach_tensorflow.attach, also=("tf_keras",)))
 register_attacher(Attacher("xgboost", "xgboost", attach_xgboost.attach))
 
 

@@ -71,7 +71,13 @@ def _config_to_use() -> str | None:
 
 def _install(config_path: str, closers: list[Closer]) -> None:
     def make(attacher: Attacher):
+        attached = False
+
         def on_import(_module) -> None:
+            nonlocal attached
+            if attached:
+                return
+            attached = True
             closer = attacher.attach(config_path)
             if closer is not None:
                 closers.append(closer)
@@ -79,7 +85,9 @@ def _install(config_path: str, closers: list[Closer]) -> None:
         return on_import
 
     for attacher in ATTACHERS:
-        when_imported(attacher.module, make(attacher))
+        on_import = make(attacher)
+        for module in attacher.modules:
+            when_imported(module, on_import)
 
 
 def _exit_code(code) -> int:
