@@ -1,12 +1,15 @@
 """Keras and XGBoost rows for bench/bench_hook.py (registered there with `register`).
 
-    .venv/bin/python bench/bench_hook.py --only keras
+    .venv/bin/python bench/bench_hook.py --only keras      # Keras 3
+    .venv/bin/python bench/bench_hook.py --only keras2     # Keras 2 (tf_keras)
     .venv/bin/python bench/bench_hook.py --only xgboost
 
 Keras: ms per ``fit`` step of a 4-layer MLP (256 wide, batch 64, one CPU thread), no hook vs
 weights+gradients+losses saved every step / every 10 steps (gradients come from the instrumented
-step function, see smdebug_lite/tensorflow/capture.py). smdebug 1.0.34 cannot run on TF 2.21
-(nor save gradients in TF2 ``fit``), so its Keras column is n/a.
+step function, see smdebug_lite/tensorflow/capture.py). The same model and rows run on Keras 3
+(``keras``) and on Keras 2 (the ``tf_keras`` package, as a ``TF_USE_LEGACY_KERAS=1`` script gets
+it). smdebug 1.0.34 cannot run on TF 2.21 (nor save gradients in TF2 ``fit``), so its Keras
+column is n/a.
 
 XGBoost: ms per boosting round (5000 x 20 binary classification, depth 6, hist, one thread),
 no hook vs the default collection (metrics) vs every collection but SHAP (metrics, predictions
@@ -31,15 +34,23 @@ ALL_XGB = ["metrics", "predictions", "labels", "feature_importance", "trees", "a
            "full_shap", "hyperparameters"]
 
 
-def keras_rows() -> list[tuple[str, str, dict, int | None]]:
+def _keras_rows(framework: str) -> list[tuple[str, str, dict, int | None]]:
     common = {"include_collections": ["weights", "biases", "gradients", "losses"]}
     return [
-        ("keras", "no hook", {"hook": False}, None),
-        ("keras", "weights+grads+losses, every step", {**common, "interval": 1}, 1),
-        ("keras", "weights+grads+losses, every 10 steps", {**common, "interval": 10}, 10),
-        ("keras", "layer outputs, every 10 steps",
+        (framework, "no hook", {"hook": False}, None),
+        (framework, "weights+grads+losses, every step", {**common, "interval": 1}, 1),
+        (framework, "weights+grads+losses, every 10 steps", {**common, "interval": 10}, 10),
+        (framework, "layer outputs, every 10 steps",
          {"include_collections": ["layers"], "interval": 10}, 10),
     ]
+
+
+def keras_rows() -> list[tuple[str, str, dict, int | None]]:
+    return _keras_rows("keras")
+
+
+def keras2_rows() -> list[tuple[str, str, dict, int | None]]:
+    return _keras_rows("keras2")
 
 
 NO_SHAP_XGB = [c for c in ALL_XGB if not c.endswith("_shap")]
@@ -59,9 +70,11 @@ def xgboost_rows() -> list[tuple[str, str, dict, int | None]]:
     ]
 
 
-def keras_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) -> dict:
+def keras_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str,
+                 keras_module: str = "keras") -> dict:
     if pkg != "smdebug_lite":  # smdebug 1.0.34 cannot import TensorFlow 2.21
         return {"ms_per_step": math.nan, "close_ms": math.nan}
+    import importlib
     import os
 
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -70,7 +83,7 @@ def keras_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) 
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    import keras
+    keras = importlib.import_module(keras_module)
 
     keras.utils.set_random_seed(0)
     model = keras.Sequential([keras.Input((256,))] + [
@@ -98,6 +111,10 @@ def keras_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) 
         hook.close()
         close_s = time.perf_counter() - t
     return {"ms_per_step": 1000 * elapsed / steps, "close_ms": 1000 * close_s}
+
+
+def keras2_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str) -> dict:
+    return keras_worker(pkg, config, steps, warmup, out_dir, keras_module="tf_keras")
 
 
 def _pkg_resources_shim() -> None:
@@ -151,8 +168,9 @@ def xgboost_worker(pkg: str, config: dict, steps: int, warmup: int, out_dir: str
     return {"ms_per_step": 1000 * elapsed / steps, "close_ms": 1000 * close_s}
 
 
-ROW_FUNCTIONS = [keras_rows, xgboost_rows]
-WORKERS: dict[str, Callable[..., dict]] = {"keras": keras_worker, "xgboost": xgboost_worker}
+ROW_FUNCTIONS = [keras_rows, keras2_rows, xgboost_rows]
+WORKERS: dict[str, Callable[..., dict]] = {"keras": keras_worker, "keras2": keras2_worker,
+                                           "xgboost": xgboost_worker}
 
 
 def register(row_functions: list, workers: dict, scenario: type) -> None:

@@ -331,7 +331,7 @@ LEGACY_SCRIPT = textwrap.dedent("""
         m = tf.keras.Sequential([tf.keras.layers.Dense(3, activation="relu", name="hidden",
                                                        input_shape=(4,)),
                                  tf.keras.layers.Dense(2, name="out")])
-        m.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="mse", metrics=["mae"])
+        m.compile(optimizer=tf.keras.optimizers.SGD(0.1), loss="mse", metrics=["mae"])
         return m
 
     x = np.random.default_rng(0).normal(size=(24, 4)).astype("float32")
@@ -339,8 +339,8 @@ LEGACY_SCRIPT = textwrap.dedent("""
     with {strategy}.scope():
         m = model()
     hook = smd.KerasHook(sys.argv[1], save_config=smd.SaveConfig(save_interval=1),
-                         include_collections=["weights", "gradients", "losses"])
-    m.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[hook])
+                         include_collections=["weights", "biases", "gradients", "losses"])
+    m.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     m.evaluate(x, y, batch_size=8, verbose=0, callbacks=[hook])
     hook.close()
 """)
@@ -376,11 +376,21 @@ def test_unchanged_tf_keras_script_under_legacy_keras(tmp_path):
 
 
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
+    """Each replica computes its part of the gradient on half of the batch; the hook saves the
+    first replica's tensors (not Keras' sum of every element over the replicas)."""
     out = _run_legacy(tmp_path, mirrored=True)
     trial = create_trial(out)
     assert set(trial.tensor_names(collection="gradients")) == set(GRADS)
     assert trial.steps(mode=modes.TRAIN) == list(range(6))
-    assert np.isfinite(trial.tensor(GRADS[0]).value(5)).all()
+    x = np.random.default_rng(0).normal(size=(24, 4)).astype("float32")
+    y = np.random.default_rng(1).normal(size=(24, 2)).astype("float32")
+    for k in range(6):
+        weights = [trial.tensor(w).value(k) for w in WEIGHTS]
+        xb, yb = x[4 * k:4 * k + 2], y[4 * k:4 * k + 2]  # the first replica's half
+        ref = reference(weights, xb, yb)  # mean over 2 samples; Keras scales by the global 4
+        for name, expected in zip(GRADS, ref["grads"], strict=True):
+            np.testing.assert_allclose(trial.tensor(name).value(k), expected / 2, rtol=1e-4,
+                                       atol=1e-6)
 
 
 @pytest.mark.refvenv

@@ -12,8 +12,11 @@ nothing.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+import importlib
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,9 +36,20 @@ class CaptureSession:
     on_step_data: Callable[..., None]  # (capture, kind, data): model inputs and labels
     on_failure: Callable[[str, BaseException], None]  # the instrumented step failed to build
     trace_kind: str | None = None  # the kind whose instrumented function is being traced
-    active: Capture | None = None  # the capture of the step being traced
     captured: dict[str, Any] = field(default_factory=dict)  # tensors of the step that ran
     step_outputs: Any = None  # what the step function returned (the batch logs)
+    # A distribution strategy traces each replica's step in a thread of its own, switching
+    # between them mid-step: each thread has its own capture.
+    _threads: threading.local = field(default_factory=threading.local, repr=False)
+
+    @property
+    def active(self) -> Capture | None:
+        """The capture of the step this thread is tracing (or running eagerly)."""
+        return getattr(self._threads, "capture", None)
+
+    @active.setter
+    def active(self, capture: Capture | None) -> None:
+        self._threads.capture = capture
 
 
 class Capture:
@@ -161,7 +175,31 @@ def remove_step_dispatcher(model, kind: str) -> None:
         model.__dict__.pop(attr, None)
 
 
-def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions):
+@contextlib.contextmanager
+def first_replica_captures(trainer_module: str) -> Iterator[None]:
+    """While an instrumented step is traced, hand the captured tensors of the first replica out
+    of Keras' per-replica reduction, which would otherwise sum each of them into one number under
+    a multi-replica strategy (the step's own outputs are reduced as Keras reduces them)."""
+    module = importlib.import_module(trainer_module)
+    original = module.reduce_per_replica
+
+    def reduce_per_replica(values, strategy, reduction, *args, **kwargs):
+        if isinstance(values, tuple) and len(values) == 2 and isinstance(values[1], dict):
+            outputs, captured = values
+            first = {name: strategy.experimental_local_results(value)[0]
+                     for name, value in captured.items()}
+            return original(outputs, strategy, reduction, *args, **kwargs), first
+        return original(values, strategy, reduction, *args, **kwargs)
+
+    module.reduce_per_replica = reduce_per_replica
+    try:
+        yield
+    finally:
+        module.reduce_per_replica = original
+
+
+def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions,
+                 trainer_module: str):
     """Compile the instrumented ``<kind>_function`` and wrap it so that it hands the captured
     tensors to the hook and returns exactly what Keras' own function returns."""
     attr = f"{kind}_function"
@@ -176,7 +214,8 @@ def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions):
     def runner(*args, **kwargs):
         session.trace_kind = kind
         try:
-            result = instrumented(*args, **kwargs)
+            with first_replica_captures(trainer_module):
+                result = instrumented(*args, **kwargs)
         except Exception as error:
             if fns.names is not None:
                 raise  # it worked before: a real training error, not ours
@@ -202,6 +241,7 @@ __all__ = [
     "StepFunctions",
     "build_dispatcher",
     "build_runner",
+    "first_replica_captures",
     "install_step_dispatcher",
     "patch_layer",
     "remove_step_dispatcher",

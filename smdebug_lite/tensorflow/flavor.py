@@ -20,6 +20,8 @@ class KerasFlavor(Protocol):
     # Kinds ("train", "test", "predict") whose step function a loop takes before its callbacks'
     # begin: the hook puts its dispatcher in place when Keras hands it the model.
     early_step_functions: tuple[str, ...]
+    # The module whose ``reduce_per_replica`` reduces a step's per-replica outputs.
+    trainer_module: str
 
     def patch_optimizer(self, optimizer: Any, on_apply: Callable[..., None]) -> bool:
         """Route the optimizer's gradient application through ``on_apply(optimizer, grads,

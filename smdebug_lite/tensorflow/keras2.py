@@ -18,6 +18,7 @@ class Keras2:
 
     # Keras 2's evaluate takes its step function before calling any callback.
     early_step_functions: tuple[str, ...] = ("test",)
+    trainer_module = "tf_keras.src.engine.training"
     name = "keras2"
 
     def patch_optimizer(self, optimizer: Any, on_apply: Callable[..., None]) -> bool:

@@ -16,6 +16,7 @@ class Keras3:
     ``dynamic_scale``."""
 
     early_step_functions: tuple[str, ...] = ()
+    trainer_module = "keras.src.backend.tensorflow.trainer"
     name = "keras3"
 
     def patch_optimizer(self, optimizer: Any, on_apply: Callable[..., None]) -> bool:

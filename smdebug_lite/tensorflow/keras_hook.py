@@ -463,7 +463,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         fns.use_runner = (f"_smd_original_{kind}_step" in model.__dict__
                           and self.saving_this_step and self._step_needs_capture(fns))
         if fns.use_runner and fns.runner is None:
-            fns.runner = cap.build_runner(model, kind, self._session, fns)
+            fns.runner = cap.build_runner(model, kind, self._session, fns,
+                                          flavor_of(model).trainer_module)
 
     # -- Keras callback interface -------------------------------------------------------------------
     #
