@@ -49,6 +49,9 @@ LAYER_EDGES_BY_DESIGN: dict[str, str] = {
     "smdebug_lite.xgboost -> smdebug_lite.trials":
         "smdebug.xgboost's namespace re-exports create_trial (the package facade, not the hook;"
         " resolved on first use)",
+    "smdebug_lite.tensorflow -> smdebug_lite.trials":
+        "smdebug.tensorflow's namespace re-exports create_trial (the package facade, not the hook;"
+        " resolved on first use)",
 }
 
 # Private attributes of other objects ("file: expression") that are so by design: each one is

@@ -78,6 +78,16 @@ def flag_truth(value: Any) -> bool | None:
     return None
 
 
+def unwrap_flag_list(value: Any) -> Any:
+    """``save_all=["true"]`` (as smdebug's own TF tests wrote it): a list or tuple of one flag
+    stands for that flag, an empty one for False; any other value is returned as it is, for the
+    caller's check to accept or refuse. The item is read, not the list's truth: ``["false"]``
+    is False (smdebug took any non-empty list as True)."""
+    if isinstance(value, (list, tuple)) and len(value) <= 1:
+        return value[0] if value else False
+    return value
+
+
 def check_flag(argument: str, value: Any, default: bool = False) -> bool:
     """A boolean as `flag_truth` reads it; None is the default."""
     if value is None:
@@ -190,5 +200,6 @@ __all__ = [
     "renamed",
     "shown_value",
     "type_error",
+    "unwrap_flag_list",
     "value_error",
 ]

@@ -6,7 +6,8 @@ with these deliberate fixes:
 
 * ``save_shape``/``save_raw_tensor`` count even without ``reductions``; the ReductionConfig then
   holds just those flags;
-* booleans accept any case and 1/0; ``dry_run`` is read;
+* booleans accept any case and 1/0, ``save_all`` also a list of one (``["true"]``, as
+  smdebug's own TF tests passed it to the hook); ``dry_run`` is read;
 * ``l1``/``l2``/``abs_l1``/``abs_l2`` are accepted as norms;
 * ``default_values`` (XGBoost's save_interval=10) also apply to configured collections;
 * bad values fail here, naming the file, the key and the value, instead of deep in a hook.
@@ -24,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from smdebug_lite.config.arguments import check_path, shown_value
+from smdebug_lite.config.arguments import check_path, shown_value, unwrap_flag_list
 from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.config.reduction_config import (
     ReductionConfig,
@@ -278,14 +279,22 @@ class _Ctx:
     def fail(self, key: str, value: Any, expected: str) -> HookConfigError:
         return HookConfigError(self.source, self.key(key), value, expected)
 
-    def bool(self, params: Mapping[str, Any], key: str, default: bool) -> bool:
+    def bool(
+        self, params: Mapping[str, Any], key: str, default: bool, list_of_one: bool = False
+    ) -> bool:
+        """A boolean setting; with `list_of_one`, ``["true"]`` too (`unwrap_flag_list`)."""
         value = params.get(key)
         if value is None:
             return default
+        expected = "a boolean (true/false in any case, or 1/0)"
+        flag = value
+        if list_of_one:
+            flag = unwrap_flag_list(value)
+            expected += ", or a list holding one"
         try:
-            return parse_bool_flag(value, key)
+            return parse_bool_flag(flag, key)
         except SMDebugValueError:
-            raise self.fail(key, value, "a boolean (true/false in any case, or 1/0)") from None
+            raise self.fail(key, value, expected) from None
 
     def regexes(self, params: Mapping[str, Any], key: str) -> list[str] | None:
         if params.get(key) is None:
@@ -461,7 +470,7 @@ def parse_hook_config_dict(
         reduction_config=hook.reduction_config(hook_params),
         include_regex=hook.regexes(hook_params, "include_regex"),
         include_collections=None,
-        save_all=hook.bool(hook_params, "save_all", False),
+        save_all=hook.bool(hook_params, "save_all", False, list_of_one=True),
         include_workers=include_workers,
         export_tensorboard=export_tensorboard,
         tensorboard_dir=tensorboard_dir,

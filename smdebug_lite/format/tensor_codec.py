@@ -24,6 +24,7 @@ from smdebug_lite.format.records import HEADER_SIZE, footer, record_header
 DT_INVALID, DT_FLOAT, DT_DOUBLE, DT_INT32, DT_UINT8, DT_INT16, DT_INT8 = 0, 1, 2, 3, 4, 5, 6
 DT_STRING, DT_COMPLEX64, DT_INT64, DT_BOOL, DT_BFLOAT16 = 7, 8, 9, 10, 14
 DT_UINT16, DT_COMPLEX128, DT_HALF, DT_UINT32, DT_UINT64 = 17, 18, 19, 22, 23
+DT_QINT8, DT_QUINT8, DT_QINT32, DT_QINT16, DT_QUINT16 = 11, 12, 13, 15, 16
 
 # Dtypes smdebug 1.0.34's reader decodes correctly: written as they are.
 _EXACT = {
@@ -70,7 +71,33 @@ PROTO_TO_NUMPY = {
     DT_HALF: np.dtype("<f2"),
     DT_UINT32: np.dtype("<u4"),
     DT_UINT64: np.dtype("<u8"),
+    # TensorFlow's quantized types, as smdebug wrote numpy's one-field records of them (its own
+    # reader could not decode these): read as the plain integers they store.
+    DT_QINT8: np.dtype("i1"),
+    DT_QUINT8: np.dtype("u1"),
+    DT_QINT16: np.dtype("<i2"),
+    DT_QUINT16: np.dtype("<u2"),
+    DT_QINT32: np.dtype("<i4"),
 }
+
+# TensorFlow's numpy form of its quantized dtypes: one-field records (``[("qint8", "i1")]``,
+# ``tf.qint8.as_numpy_dtype``) over a plain integer.
+_QUANTIZED_FIELDS = {"qint8": "i1", "quint8": "u1", "qint16": "i2", "quint16": "u2", "qint32": "i4"}
+
+
+def unwrap_quantized(arr: np.ndarray) -> np.ndarray:
+    """A quantized-record array as a view of its plain integers (what ``EagerTensor.numpy()``
+    returns for a quantized tensor); any other array unchanged. The values are the stored
+    integers: TensorFlow keeps no scale with the tensor, so there is nothing else to save."""
+    dt = arr.dtype
+    if dt.names is None or len(dt.names) != 1 or dt.names[0] not in _QUANTIZED_FIELDS:
+        return arr
+    base = dt.fields[dt.names[0]][0]
+    expected = _QUANTIZED_FIELDS[dt.names[0]]
+    if f"{base.kind}{base.itemsize}" != expected or dt.itemsize != base.itemsize:
+        return arr
+    return arr.view(base)
+
 
 _INLINE_LIMIT = 1 << 16  # below this, a record is joined into one bytes object
 _DOUBLE = struct.Struct("<d")
@@ -119,7 +146,7 @@ def _contiguous(arr: np.ndarray, dtype=None) -> np.ndarray:
 
 def to_storable(value: np.ndarray) -> StoredArray:
     """Pick the on-disk dtype for an array; raise SMDebugTypeError naming unsupported dtypes."""
-    arr = value if isinstance(value, np.ndarray) else np.asarray(value)
+    arr = unwrap_quantized(value if isinstance(value, np.ndarray) else np.asarray(value))
     dt = arr.dtype
     if dt.kind in "USO":
         return StoredArray(arr, DT_INVALID, None, True)

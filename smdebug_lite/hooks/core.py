@@ -40,6 +40,7 @@ from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
 from smdebug_lite.format.locations import END_OF_JOB_FILE
+from smdebug_lite.format.tensor_codec import unwrap_quantized
 from smdebug_lite.hooks import registry, shutdown
 from smdebug_lite.hooks.arguments import check_hook_arguments, check_start_step
 from smdebug_lite.hooks.capture_plan import CapturePlan, TensorPlan
@@ -73,11 +74,12 @@ SCALAR_PREFIX = "scalar/"
 
 
 def to_numpy_value(value) -> np.ndarray:
-    """smdebug's conversion for non-framework values: Python/numpy scalars become shape (1,)."""
+    """smdebug's conversion for non-framework values: Python/numpy scalars become shape (1,).
+    TensorFlow's quantized records (``tf.qint8.as_numpy_dtype``) become their plain integers."""
     if isinstance(value, np.ndarray):
-        return value
+        return unwrap_quantized(value)
     if isinstance(value, (bool, int, float, complex, np.generic)):
-        return np.array([value])
+        return unwrap_quantized(np.array([value]))
     if isinstance(value, (list, tuple)):
         return np.asarray(value)
     if isinstance(value, str):

@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from smdebug_lite.exceptions import TensorNotReducible
-from smdebug_lite.reductions import is_count, reduce_array
+from smdebug_lite.reductions import check_reduction_name, is_count, reduce_array
 
 _FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 
@@ -89,4 +89,15 @@ def _count(flat: tf.Tensor, reduction: str) -> tf.Tensor:
     return tf.math.count_nonzero(hits, dtype=tf.int64)
 
 
-__all__ = ["tf_reductions"]
+def get_tensorflow_reduction(
+    reduction_name: str, tensor: tf.Tensor, on_absolute_values: bool = False
+) -> tf.Tensor:
+    """smdebug's ``smdebug.tensorflow.reductions`` entry point: one reduction as a 0-d tensor,
+    with the same value the Keras hook saves for it (see the module docstring). An unknown name
+    raises SMDebugValueError (an SMDebugError, as smdebug raised) listing the valid ones."""
+    check_reduction_name(reduction_name)
+    pair = (reduction_name, bool(on_absolute_values))
+    return tf.constant(tf_reductions(tf.convert_to_tensor(tensor), [pair])[pair])
+
+
+__all__ = ["get_tensorflow_reduction", "tf_reductions"]

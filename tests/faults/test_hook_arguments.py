@@ -59,7 +59,8 @@ BAD_ARGUMENTS: list[tuple[str, Any, type, str]] = [
     ("save_config", {"bogus": 1}, SMDebugValueError, "'bogus'"),
     ("tensorboard_dir", 5, SMDebugTypeError, "5"),
     ("dry_run", "maybe", SMDebugValueError, "'maybe'"),
-    ("save_all", [True], SMDebugTypeError, "[True]"),
+    ("save_all", [True, False], SMDebugTypeError, "a list holding one bool"),
+    ("save_all", ["maybe"], SMDebugTypeError, "['maybe']"),
     ("export_tensorboard", {"on": 1}, SMDebugTypeError, "a bool"),
 ]
 
@@ -115,6 +116,7 @@ ACCEPTED = {
     "mode_dict": {"save_config": {"TRAIN": {"save_interval": 3}}},
     "dry_run": {"dry_run": True},
     "save_all_int": {"save_all": 1},
+    "save_all_list": {"save_all": ["true"]},  # (smdebug's tests/tensorflow2/test_embedding_grad)
     "tensorboard": {"export_tensorboard": True, "tensorboard_dir": "TB"},
 }
 

@@ -30,6 +30,13 @@ _NP_DATATYPE_TO_PROTO_DATATYPE = {
     np.dtype(np.complex64): "DT_COMPLEX64",
     np.dtype(np.complex128): "DT_COMPLEX128",
     np.dtype(bool): "DT_BOOL",
+    # TensorFlow's quantized numpy records, with the codes smdebug gave them (quint16 and qint32
+    # as their plain integer types). smdebug-lite's reader decodes all five as plain integers.
+    np.dtype([("qint8", "i1")]): "DT_QINT8",
+    np.dtype([("quint8", "u1")]): "DT_QUINT8",
+    np.dtype([("qint16", "<i2")]): "DT_QINT16",
+    np.dtype([("quint16", "<u2")]): "DT_UINT16",
+    np.dtype([("qint32", "<i4")]): "DT_INT32",
 }
 
 
