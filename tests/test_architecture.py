@@ -112,6 +112,12 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "torch's DataParallel replica hook, kept working through the step-call wrapper",
     "smdebug_lite/tensorflow/keras_hook.py: model._flatten_layers":
         "Keras' walk over nested layers (Model.layers lists only the top level)",
+    "smdebug_lite/tensorflow/keras2.py: optimizer._hyper":
+        "a Keras 2 legacy optimizer's hyperparameter variables, which smdebug saved as its"
+        " optimizer variables: no public list of them",
+    "smdebug_lite/tensorflow/keras2.py: optimizer._iterations":
+        "a Keras 2 legacy optimizer's iteration variable before it exists (the public property"
+        " would create it, outside the model's distribution strategy)",
 }
 
 # Private attributes of other objects read or written today that are not so by design: to be

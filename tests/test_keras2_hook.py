@@ -150,6 +150,10 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog, optimiz
         np.testing.assert_allclose(at("hidden/outputs", k, modes.EVAL), ref["hidden"], atol=1e-6)
         assert at("loss", k, modes.EVAL).shape == (1,)
     assert trial.tensor(GRADS[0]).steps(mode=modes.EVAL) == []
+    # Keras' batch index within the epoch (or loop) is saved as the ``batch`` metric, every mode.
+    assert [int(at("batch", k)[0]) for k in range(6)] == [0, 1, 2, 0, 1, 2]
+    assert [int(at("batch", k, modes.PREDICT)[0]) for k in range(2)] == [0, 1]
+    assert "batch" in trial.tensor_names(collection="metrics")
     assert trial.tensor("val_loss").steps(mode=modes.EVAL) == [1, 3]
     np.testing.assert_allclose([at("val_loss", s, modes.EVAL)[0] for s in (1, 3)],
                                history.history["val_loss"], rtol=1e-6)
@@ -159,9 +163,17 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog, optimiz
 
 
 def test_adam_optimizer_variables_and_the_first_step_of_a_lazy_optimizer(tmp_path, caplog):
-    """Keras 2 optimizers make their variables at the first update: nothing to save before
-    step 0, which is no configuration mistake worth a warning."""
+    """A legacy optimizer's variables are what smdebug 1.0.34 saved for tf.keras: the iteration
+    count and the hyperparameters; a current one's are its own. Keras 2 optimizers make them at
+    the first update: nothing to save before step 0, which is no mistake worth a warning."""
     caplog.set_level(logging.WARNING, logger="smdebug_lite")
+    expected = {
+        "legacy": {"Adam/iter:0", "Adam/beta_1:0", "Adam/beta_2:0", "Adam/decay:0",
+                   "Adam/learning_rate:0"},
+        "new": {"iteration:0", "Adam/m/hidden/kernel:0", "Adam/v/hidden/kernel:0",
+                "Adam/m/hidden/bias:0", "Adam/v/hidden/bias:0", "Adam/m/out/kernel:0",
+                "Adam/v/out/kernel:0", "Adam/m/out/bias:0", "Adam/v/out/bias:0"},
+    }
     for kind, opt in (("new", K.optimizers.Adam(0.01)), ("legacy", K.optimizers.legacy.Adam(0.01))):
         out = str(tmp_path / kind)
         hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
@@ -170,12 +182,10 @@ def test_adam_optimizer_variables_and_the_first_step_of_a_lazy_optimizer(tmp_pat
         make_model(opt).fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
         hook.close()
         trial = create_trial(out)
-        names = trial.tensor_names(collection="optimizer_variables")
-        assert any("iter" in n for n in names), names
-        assert sum(("/m" in n or "/m:" in n) for n in names) == 4, names  # first moments
-        moment = next(n for n in names if n.endswith("kernel:0") and "/m" in n
-                      or n.endswith("/m:0") and "hidden/kernel" in n)
-        assert trial.tensor(moment).steps(mode=modes.TRAIN)[-1] == 2
+        assert set(trial.tensor_names(collection="optimizer_variables")) == expected[kind]
+        iteration = "Adam/iter:0" if kind == "legacy" else "iteration:0"
+        # read before each step: the updates done so far
+        assert [int(trial.tensor(iteration).value(s)) for s in (1, 2)] == [1, 2]
     assert not [r.getMessage() for r in caplog.records
                 if r.levelno >= logging.WARNING and r.name.startswith("smdebug_lite")]
 
@@ -248,6 +258,24 @@ def test_gradient_tape_loop_and_wrapped_legacy_optimizer(tmp_path):
     hook.close()
     trial = create_trial(out2)
     np.testing.assert_allclose(trial.tensor(GRADS[0]).value(0), grads[0].numpy(), rtol=1e-6)
+
+    # A wrapped legacy optimizer in a tape loop: its variables as smdebug named them, read
+    # before each update (it makes them at its first one).
+    out3 = str(tmp_path / "optimizer_variables")
+    hook = KerasHook(out3, save_config=SaveConfig(save_interval=1),
+                     include_collections=["optimizer_variables"])
+    opt3 = hook.wrap_optimizer(K.optimizers.legacy.Adam(0.01))
+    for _ in range(3):
+        with hook.wrap_tape(tf.GradientTape()) as tape:
+            loss = tf.reduce_mean(tf.square(model(x[:BATCH]) - y[:BATCH]))
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt3.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+    hook.close()
+    trial = create_trial(out3)
+    assert trial.tensor_names(collection="optimizer_variables") == [
+        "Adam/beta_1:0", "Adam/beta_2:0", "Adam/decay:0", "Adam/iter:0", "Adam/learning_rate:0"]
+    assert [int(trial.tensor("Adam/iter:0").value(s)) for s in (1, 2)] == [1, 2]
+    np.testing.assert_allclose(trial.tensor("Adam/learning_rate:0").value(1), 0.01, rtol=1e-6)
 
 
 def test_functional_dict_model_with_embedding_lstm_and_subclassing(tmp_path):
@@ -423,3 +451,22 @@ def test_smdebug_reads_what_the_keras2_hook_wrote(tmp_path):
         np.testing.assert_array_equal(np.asarray(value, dtype=np.float32),
                                       ours.tensor(name).value(int(step)))
     np.testing.assert_allclose(got["loss"], [ours.tensor("loss").value(s)[0] for s in ours.steps()])
+
+
+def test_should_save_tensor_or_collection_as_framework_integrations_ask(tmp_path):
+    """smdebug's semi-internal step API that framework integrations call on a hook."""
+    hook = KerasHook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=3),
+                     include_collections=["gradients", "custom"])
+    hook.get_collection("custom").include("dense")
+    assert not hook.should_save_tensor_or_collection("dense", "layers")  # not prepared yet
+    hook.register_model(make_model())
+    hook.set_mode(modes.TRAIN)
+    hook._prepare_collections_for_tf2()
+    hook._increment_step()
+    assert hook.step == 0
+    assert hook.should_save_tensor_or_collection("hidden/kernel:0", "gradients")
+    assert hook.should_save_tensor_or_collection("dense_1", "layers")  # custom's regex
+    assert not hook.should_save_tensor_or_collection("flatten", "layers")
+    hook._increment_step()  # step 1: nothing saves
+    assert not hook.should_save_tensor_or_collection("hidden/kernel:0", "gradients")
+    hook.close()

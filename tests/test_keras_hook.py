@@ -313,8 +313,10 @@ def test_default_configuration_saves_losses_and_metrics_only(tmp_path):
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     trial = create_trial(str(tmp_path / "default"))
-    assert set(trial.tensor_names()) == {"loss", "mae"}
+    # Keras' batch index is a metric in every step's logs, as smdebug saved it.
+    assert set(trial.tensor_names()) == {"loss", "mae", "batch"}
     assert trial.tensor("loss").steps() == [0, 1]
+    assert [trial.tensor("batch").value(s)[0] for s in (0, 1)] == [0, 1]
     assert "train_step" not in model.__dict__  # nothing to capture: Keras' own step ran
     # No batch-end methods: where Keras dispatches batch ends asynchronously, it still may.
     from keras.src.utils.python_utils import is_default

@@ -442,6 +442,24 @@ class HookCore:
             self.cursor.advance_to(step)
         self._begin()
 
+    def _increment_step(self) -> None:
+        """smdebug's name for beginning the next step of the current mode (framework
+        integrations built on its hooks call it)."""
+        self.start_step()
+
+    def should_save_tensor_or_collection(self, tensor_name: str, collection_name: str) -> bool:
+        """Whether this step saves `tensor_name` as part of `collection_name` (for gradients,
+        the name of the variable whose gradient it is), as smdebug's integrations ask before
+        computing a tensor. False until the collections are prepared (the first step)."""
+        if not self._prepared or self.disabled:
+            return False
+        if collection_name == CollectionKeys.GRADIENTS:
+            tensor_name = f"gradients/{tensor_name.split(':')[0]}Grad"
+        for coll in self.plans.saving:
+            if coll.name == collection_name:
+                return not coll.include_regex or coll.matches(tensor_name)
+        return self.plan(tensor_name) is not None
+
     def quiet_steps_ahead(self) -> int:
         """Set the cursor's countdown: how many of the next steps can start without any of the
         work of `start_step` (none of them saves, and nothing of this step will be pending).

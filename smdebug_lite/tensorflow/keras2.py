@@ -13,8 +13,7 @@ import tensorflow as tf
 class Keras2:
     """Optimizers (``tf_keras.optimizers.*`` and ``.legacy.*``) apply ``(gradient, variable)``
     pairs in ``apply_gradients``; a ``LossScaleOptimizer`` unscales them before that, so they
-    arrive as the inner optimizer applies them. Legacy optimizers list their variables through a
-    ``variables()`` method, the others through a property."""
+    arrive as the inner optimizer applies them."""
 
     # Keras 2's evaluate takes its step function before calling any callback.
     early_step_functions: tuple[str, ...] = ("test",)
@@ -42,10 +41,15 @@ class Keras2:
             optimizer.__dict__.pop("_smd_original_apply_gradients", None)
 
     def optimizer_variables(self, optimizer: Any) -> list:
-        variables = getattr(optimizer, "variables", None)
-        if callable(variables):
-            variables = variables()
-        return list(variables or [])
+        """A legacy optimizer's iteration count and hyperparameter variables (``Adam/iter:0``,
+        ``Adam/beta_1:0``, ``Adam/learning_rate:0``...), the ones smdebug 1.0.34 saved for
+        ``tf.keras`` optimizers; a current ``tf_keras`` optimizer's ``variables``. Both exist
+        only once the optimizer made them at its first update."""
+        if hasattr(optimizer, "_hyper") and hasattr(optimizer, "_iterations"):  # legacy
+            made = [v for v in optimizer._hyper.values() if isinstance(v, tf.Variable)]
+            iterations = optimizer._iterations
+            return ([iterations] if isinstance(iterations, tf.Variable) else []) + made
+        return list(getattr(optimizer, "variables", None) or [])
 
     def unscaled_gradient(self, optimizer: Any, grad: Any) -> Any:
         return grad

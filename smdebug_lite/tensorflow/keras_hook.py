@@ -101,7 +101,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         self._session = cap.CaptureSession(
             wants=self._wants, on_layer_call=self._on_layer_call, on_step_data=self._capture_data,
             on_failure=self._instrumentation_failed)
-        self._step_open = False
+        self._open_batch: int | None = None  # Keras' batch index of the step in progress
         self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
         self._loops: list[str] = []  # Keras loops in progress: ["train", "test"] in validation
         self._attached: Any = None
@@ -227,6 +227,11 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
 
     # -- steps ----------------------------------------------------------------------------------
 
+    def _prepare_collections_for_tf2(self) -> None:
+        """smdebug's TF2 name for preparing the collections before the first step."""
+        self.prepare_collections()
+
+
     def _begin(self) -> None:
         super()._begin()
         self._written.clear()
@@ -271,15 +276,21 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             self._set_role(name, self._variable_role(name))
             self._write_tf(name, v)
         optimizer = getattr(model, "optimizer", None)
-        if optimizer is not None and self.mode == ModeKeys.TRAIN:
-            variables = flavor_of(optimizer).optimizer_variables(optimizer)
-            if not variables:
-                # Keras 2 optimizers make their variables at the first update: none to save yet
-                self._warned_unmatched.add(K.OPTIMIZER_VARIABLES)
-            for v in variables:
-                name = variable_name(v)
-                self._set_role(name, K.OPTIMIZER_VARIABLES)
-                self._write_tf(name, v)
+        if optimizer is not None:
+            self._save_optimizer_variables(optimizer)
+
+    def _save_optimizer_variables(self, optimizer) -> None:
+        """In TRAIN steps, read before the optimizer updates them (smdebug: in TRAIN only)."""
+        if self.mode != ModeKeys.TRAIN:
+            return
+        variables = flavor_of(optimizer).optimizer_variables(optimizer)
+        if not variables:
+            # Keras 2 optimizers make their variables at the first update: none to save yet
+            self._warned_unmatched.add(K.OPTIMIZER_VARIABLES)
+        for v in variables:
+            name = variable_name(v)
+            self._set_role(name, K.OPTIMIZER_VARIABLES)
+            self._write_tf(name, v)
 
     def _save_logs(self, logs: dict | None) -> None:
         for key, value in (logs or {}).items():
@@ -364,6 +375,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                 name = gradient_name(v)
                 self._set_role(name, K.GRADIENTS)
                 self._record(name, flavor.unscaled_gradient(optimizer, g))
+            if self._session.active is None:  # a custom loop: the optimizer's own variables too
+                self._save_optimizer_variables(optimizer)
 
     def _capture_data(self, capture: cap.Capture, kind: str, data) -> None:
         """Model inputs (``inputs``) and labels (``labels``) of an instrumented step."""
@@ -474,31 +487,34 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     # loop ends, from the step function's outputs (kept by a thin wrapper) and the captured
     # tensors; the logs are read from the device only for steps that save them.
 
-    def _batch_begin(self, kind: str) -> None:
+    def _batch_begin(self, kind: str, batch: int) -> None:
         if self.disabled:
             return
         with self.failsafe(f"on_{kind}_batch_begin"):
             self._finish_step()
             self.set_mode(_MODE_OF_KIND[kind])
             self.start_step()
-            self._step_open = True
+            self._open_batch = batch
             if self.saving_this_step and self._attached is not None:
                 self._save_variables(self._attached)
             self._select_function(kind)
 
     def _finish_step(self) -> None:
-        """Write what the step that just ran produced: captured tensors and its batch logs."""
-        if not self._step_open:
+        """Write what the step that just ran produced: captured tensors and its batch logs, with
+        Keras' batch index as the ``batch`` metric (smdebug saved it with every step's logs)."""
+        batch, self._open_batch = self._open_batch, None
+        if batch is None:
             return
-        self._step_open = False
         session = self._session
         captured, session.captured = session.captured, {}
         outputs, session.step_outputs = session.step_outputs, None
         if self.saving_this_step and not self.disabled:
             for name, tensor in captured.items():
                 self._write_tf(name, tensor)
+            logs = {}
             if isinstance(outputs, dict) and self.mode != ModeKeys.PREDICT:
-                self._save_logs(_python_logs(outputs))
+                logs = _python_logs(outputs)
+            self._save_logs({**logs, "batch": batch})
         self.end_step()
 
     def _mode_begin(self, kind: str) -> None:
@@ -548,13 +564,13 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         self._mode_end("predict")
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._batch_begin("train")
+        self._batch_begin("train", batch)
 
     def on_test_batch_begin(self, batch, logs=None):
-        self._batch_begin("test")
+        self._batch_begin("test", batch)
 
     def on_predict_batch_begin(self, batch, logs=None):
-        self._batch_begin("predict")
+        self._batch_begin("predict", batch)
 
     def on_epoch_end(self, epoch, logs=None):
         if self.disabled:
