@@ -94,6 +94,26 @@ def test_low_precision_floats_come_back_as_float32_with_dtype_recorded(dtype):
     assert np.array_equal(out, arr.astype(np.float32))
 
 
+@pytest.mark.parametrize("dtype", ["int4", "uint4", "int2", "uint2"])
+def test_sub_byte_integers_are_stored_widened_and_come_back_exactly(dtype):
+    info = ml_dtypes.iinfo(getattr(ml_dtypes, dtype))
+    arr = np.array([info.min, 0, info.max], dtype=getattr(ml_dtypes, dtype))
+    rec = encode_tensor_record("q", arr, 0, 1, 0, 0.0)
+    assert rec.orig_dtype == dtype
+    payload, _ = decode_record(b"".join(bytes(c) for c in rec.chunks))
+    stored = decode_tensor_event(payload).value
+    assert stored.dtype == np.int32  # what smdebug's reader decodes
+    out = narrow(stored, rec.orig_dtype)
+    assert out.dtype == arr.dtype and np.array_equal(out, arr)
+
+
+def test_numpy_string_dtype_is_stored_as_strings():
+    arr = np.array(["a", "bc"], dtype=np.dtypes.StringDType())
+    rec = encode_tensor_record("s", arr, 0, 1, 0, 0.0)
+    payload, _ = decode_record(b"".join(bytes(c) for c in rec.chunks))
+    assert decode_tensor_event(payload).value.tolist() == ["a", "bc"]
+
+
 def test_step_zero_is_omitted_like_protobuf():
     rec = encode_tensor_record("x", np.array([1.0], dtype=np.float32), 0, 4, 0, 0.5)
     payload, _ = decode_record(rec.chunks[0])

@@ -169,3 +169,19 @@ def test_we_read_quantized_records_smdebug_wrote(tmp_path):
     for dt, plain in QUANTIZED.items():
         assert read[f"q_{dt.name}"].dtype == plain
         np.testing.assert_array_equal(read[f"q_{dt.name}"], np.array(_values(dt), dtype=plain))
+
+
+def test_every_numpy_type_tensorflow_knows_has_a_proto_dtype():
+    """TensorFlow 2.21 maps float8/float4, int4/int2 and numpy's StringDType too (newer than
+    smdebug): they get the proto dtype they are written as, and make_tensor_proto writes them
+    in that dtype (float32, int32, strings)."""
+    from tensorflow.python.framework.dtypes import _NP_TO_TF
+
+    for np_type in _NP_TO_TF:
+        _get_proto_dtype(np.dtype(np_type))
+    import ml_dtypes
+
+    proto = make_tensor_proto(np.array([1.5, -2.0], dtype=ml_dtypes.float8_e5m2), "f8")
+    assert np.frombuffer(proto.tensor_content, "<f4").tolist() == [1.5, -2.0]
+    proto = make_tensor_proto(np.array([-8, 7], dtype=ml_dtypes.int4), "i4")
+    assert np.frombuffer(proto.tensor_content, "<i4").tolist() == [-8, 7]

@@ -55,6 +55,12 @@ LOW_PRECISION_FLOATS = {
     if hasattr(ml_dtypes, n)
 }
 
+# Sub-byte integers (ml_dtypes): stored widened to int32 like int8, narrowed back on reading.
+SUB_BYTE_INTS = {
+    np.dtype(getattr(ml_dtypes, n)) for n in ("int4", "uint4", "int2", "uint2")
+    if hasattr(ml_dtypes, n)
+}
+
 PROTO_TO_NUMPY = {
     DT_FLOAT: np.dtype("<f4"),
     DT_DOUBLE: np.dtype("<f8"),
@@ -148,7 +154,7 @@ def to_storable(value: np.ndarray) -> StoredArray:
     """Pick the on-disk dtype for an array; raise SMDebugTypeError naming unsupported dtypes."""
     arr = unwrap_quantized(value if isinstance(value, np.ndarray) else np.asarray(value))
     dt = arr.dtype
-    if dt.kind in "USO":
+    if dt.kind in "USOT":  # (T: numpy's variable-width StringDType)
         return StoredArray(arr, DT_INVALID, None, True)
     if dt.byteorder == ">":
         arr = arr.astype(dt.newbyteorder("<"))
@@ -161,6 +167,8 @@ def to_storable(value: np.ndarray) -> StoredArray:
         return StoredArray(_contiguous(arr, widened[1]), widened[0], dt.name, False)
     if dt in LOW_PRECISION_FLOATS:
         return StoredArray(_contiguous(arr, np.float32), DT_FLOAT, dt.name, False)
+    if dt in SUB_BYTE_INTS:
+        return StoredArray(_contiguous(arr, np.int32), DT_INT32, dt.name, False)
     if dt == np.dtype(np.uint64):
         if arr.size == 0 or int(arr.max()) <= np.iinfo(np.int64).max:
             return StoredArray(_contiguous(arr, np.int64), DT_INT64, "uint64", False)

@@ -11,6 +11,7 @@ import numpy as np
 from smdebug_lite.compat.core.utils import make_numpy_array
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
+from smdebug_lite.format.tensor_codec import LOW_PRECISION_FLOATS, SUB_BYTE_INTS
 
 TensorProto = pb.TensorProto
 TensorShapeProto = pb.TensorShapeProto
@@ -40,12 +41,24 @@ _NP_DATATYPE_TO_PROTO_DATATYPE = {
 }
 
 
+def _stored_as(npdtype: np.dtype) -> np.dtype | None:
+    """The dtype an array of `npdtype` is written as when TensorFlow's own type for it (float8,
+    int4, ... newer than smdebug) is one smdebug's readers cannot decode: float32 for
+    low-precision floats, int32 for sub-byte integers, as smdebug-lite's writer stores them."""
+    if npdtype in LOW_PRECISION_FLOATS:
+        return np.dtype(np.float32)
+    if npdtype in SUB_BYTE_INTS:
+        return np.dtype(np.int32)
+    return None
+
+
 def _get_proto_dtype(npdtype: np.dtype) -> tuple[bool, str]:
     """(is numeric, TF dtype name); strings and objects are DT_STRING."""
-    if getattr(npdtype, "kind", None) in ("U", "O", "S"):
+    if getattr(npdtype, "kind", None) in ("U", "O", "S", "T"):
         return False, "DT_STRING"
     try:
-        return True, _NP_DATATYPE_TO_PROTO_DATATYPE[np.dtype(npdtype)]
+        npdtype = np.dtype(npdtype)
+        return True, _NP_DATATYPE_TO_PROTO_DATATYPE[_stored_as(npdtype) or npdtype]
     except (KeyError, TypeError):
         raise SMDebugTypeError(
             f"Numpy Datatype: {np.dtype(npdtype)} is currently not supported"
@@ -58,7 +71,8 @@ def make_tensor_proto(nparray_data: np.ndarray, tag: str) -> pb.TensorProto:
     dims = [pb.TensorShapeProto.Dim(size=d, name=f"{tag}_{d}") for d in nparray_data.shape]
     shape = pb.TensorShapeProto(dim=dims)
     if is_numeric:
-        little = nparray_data.astype(nparray_data.dtype.newbyteorder("<"), copy=False)
+        stored = _stored_as(nparray_data.dtype) or nparray_data.dtype
+        little = nparray_data.astype(stored.newbyteorder("<"), copy=False)
         return pb.TensorProto(dtype=dtype, tensor_content=little.tobytes(), tensor_shape=shape)
     proto = pb.TensorProto(tensor_shape=shape)
     for s in nparray_data.reshape(-1):
