@@ -219,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--warmup", type=int, default=30)
     ap.add_argument("--repeats", type=int, default=5, help="best of N interleaved runs per cell")
-    ap.add_argument("--only", help="framework to run (default: all)")
+    ap.add_argument("--only", help="frameworks to run, comma-separated, e.g. keras,keras2 "
+                                   "(default: all)")
     ap.add_argument("--pool", type=int, default=0, metavar="N",
                     help="then N more paired processes of each row with a target (ours only), "
                          "with the floor and the A/A control: the pooled mean decides the target")
@@ -229,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     if ref:
         impls.append(("smdebug 1.0.34", ref, "smdebug"))
     for rows in ROW_FUNCTIONS:
-        scenarios = [s for s in rows() if not args.only or s.framework == args.only]
+        only = set(args.only.split(",")) if args.only else None
+        scenarios = [s for s in rows() if only is None or s.framework in only]
         if not scenarios:
             continue
         runs: dict[tuple[str, str], list[dict]] = {}

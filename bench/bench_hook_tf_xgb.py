@@ -1,7 +1,6 @@
 """Keras and XGBoost rows for bench/bench_hook.py (registered there with `register`).
 
-    .venv/bin/python bench/bench_hook.py --only keras      # Keras 3
-    .venv/bin/python bench/bench_hook.py --only keras2     # Keras 2 (tf_keras)
+    .venv/bin/python bench/bench_hook.py --only keras,keras2   # Keras 3, then Keras 2 (tf_keras)
     .venv/bin/python bench/bench_hook.py --only xgboost
 
 Keras: ms per ``fit`` step of a 4-layer MLP (256 wide, batch 64, one CPU thread), no hook vs

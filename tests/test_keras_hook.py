@@ -179,7 +179,8 @@ def test_json_config_interval_reductions_and_custom_collection(tmp_path):
     assert grad.steps() == [0, 2, 4]
     assert trial.tensor("hidden/outputs").steps() == [0, 3]
     assert "out/outputs" not in trial.tensor_names()
-    assert trial.tensor("loss").steps() == list(range(6))[::2]  # losses follow the hook interval
+    # losses follow the hook interval, and the epoch's last step gets the epoch's logs
+    assert trial.tensor("loss").steps() == [0, 2, 4, 5]
     raw = grad.value(2).astype(np.float64)
     expected = {"mean": raw.mean(), "max": raw.max(), "variance": raw.var(ddof=1),
                 "std": raw.std(ddof=1), "l1": np.abs(raw).sum(),
@@ -298,7 +299,7 @@ def test_s3_out_dir(s3_bucket, s3_endpoint):
               callbacks=[hook, rec, begin])
     hook.close()  # waits for the uploads
     trial = create_trial(out)
-    assert trial.steps(mode=modes.TRAIN) == [0, 2, 4]
+    assert trial.steps(mode=modes.TRAIN) == [0, 2, 4, 5]  # (5: the epoch's logs)
     for step in (0, 2, 4):
         np.testing.assert_array_equal(trial.tensor(WEIGHTS[0]).value(step), kernels[step])
         np.testing.assert_allclose(trial.tensor("loss").value(step), [rec.train[step]["loss"]])
@@ -409,7 +410,7 @@ def test_mirrored_strategy_trains_and_saves_one_replicas_tensors(tmp_path):
                           text=True, env=env, timeout=600)
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
     trial = create_trial(str(out))
-    assert trial.steps() == [0, 2, 4, 6]
+    assert trial.steps() == [0, 2, 3, 4, 6, 7]  # (3, 7: each epoch's last step, its logs)
     assert trial.tensor("labels").value(0).shape == (8,)  # one replica's half of 16
     assert trial.tensor("predictions").value(0).shape == (8, 2)
     assert trial.tensor("sequential/dense/kernel:0").value(4).shape == (4, 8)

@@ -305,7 +305,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
 
     def _force_save_logs(self, logs: dict | None, keys: list[str]) -> None:
         """Save epoch-level values (``val_loss``...) into the current step whatever the step
-        schedule says, as smdebug did; a collection configured off (end_step=0) stays off."""
+        schedule says, as smdebug did; a collection configured off (end_step=0) stays off, and a
+        name the step saved already is not saved twice."""
         if not keys or self.step < 0 or self.disabled:
             return
         if not self._prepared:
@@ -577,7 +578,14 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             return
         with self.failsafe("on_epoch_end"):
             self._finish_step()
-            self._force_save_logs(logs, [k for k in (logs or {}) if k.startswith("val_")])
+            logs = logs or {}
+            keys = [k for k in logs if k.startswith("val_")]
+            if self.mode == ModeKeys.TRAIN:
+                # An epoch without validation ends in its last training step, which gets the
+                # epoch's logs as smdebug saved them (those the step saved already are the
+                # same running means).
+                keys += [k for k in logs if not k.startswith("val_") and k not in self._written]
+            self._force_save_logs(logs, keys)
 
     # -- custom training loops (eager) --------------------------------------------------------------
 
