@@ -203,7 +203,7 @@ def test_gradient_tape_loop(tmp_path):
     model = make_model(2)
     optimizer = keras.optimizers.SGD(LR)
     hook = KerasHook(str(tmp_path / "tape"), save_config=SaveConfig(save_interval=2),
-                     include_collections=["weights", "biases", "gradients", "layers"])
+                     include_collections=["weights", "biases", "gradients", "layers", "inputs"])
     hook.register_model(model)
     expected = {}
     for step in range(3):
@@ -230,6 +230,9 @@ def test_gradient_tape_loop(tmp_path):
         np.testing.assert_allclose(trial.tensor("hidden/outputs").value(step), ref["hidden"],
                                    atol=1e-6)
         np.testing.assert_allclose(trial.tensor("loss").value(step), loss, rtol=1e-6)
+        # the registered model's own input, from its eager call
+        np.testing.assert_array_equal(trial.tensor("inputs").value(step),
+                                      x[step * BATCH:(step + 1) * BATCH])
     np.testing.assert_allclose(trial.tensor("scalar/lr").value(1), [LR])
 
 

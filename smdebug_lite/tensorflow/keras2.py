@@ -41,15 +41,20 @@ class Keras2:
             optimizer.__dict__.pop("_smd_original_apply_gradients", None)
 
     def optimizer_variables(self, optimizer: Any) -> list:
-        """A legacy optimizer's iteration count and hyperparameter variables (``Adam/iter:0``,
-        ``Adam/beta_1:0``, ``Adam/learning_rate:0``...), the ones smdebug 1.0.34 saved for
-        ``tf.keras`` optimizers; a current ``tf_keras`` optimizer's ``variables``. Both exist
-        only once the optimizer made them at its first update."""
+        """The optimizer's iteration count and the hyperparameters it holds as variables, the
+        set smdebug 1.0.34 saved for ``tf.keras`` optimizers (not the per-weight slots, whose
+        names such as ``Adam/m/dense/bias:0`` would also fall in the ``biases`` collection).
+        A legacy optimizer (``Adam/iter:0``, ``Adam/beta_1:0``, ``Adam/learning_rate:0``...)
+        makes them at its first update; a current one holds ``iteration:0`` and, unless it
+        follows a schedule, ``learning_rate:0`` from the start."""
         if hasattr(optimizer, "_hyper") and hasattr(optimizer, "_iterations"):  # legacy
             made = [v for v in optimizer._hyper.values() if isinstance(v, tf.Variable)]
             iterations = optimizer._iterations
-            return ([iterations] if isinstance(iterations, tf.Variable) else []) + made
-        return list(getattr(optimizer, "variables", None) or [])
+        else:
+            rate = getattr(optimizer, "learning_rate", None)
+            made = [rate] if isinstance(rate, tf.Variable) else []
+            iterations = getattr(optimizer, "iterations", None)
+        return ([iterations] if isinstance(iterations, tf.Variable) else []) + made
 
     def unscaled_gradient(self, optimizer: Any, grad: Any) -> Any:
         return grad

@@ -356,6 +356,10 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                 for n, t in zip(indexed_names("predictions", len(outs)), outs, strict=True):
                     self._set_role(n, K.OUTPUTS)
                     self._record(n, t)
+                if self._session.active is None:  # an eager call of a registered model
+                    for n, t in zip(indexed_names("inputs", len(ins)), ins, strict=True):
+                        self._set_role(n, K.INPUTS)
+                        self._record(n, t)
                 return
             for kind, tensors in (("input", ins), ("output", outs)):
                 prefix = layer_tensor_prefix(layer.name, kind)
