@@ -19,6 +19,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 K = pytest.importorskip("tf_keras")
 
+from keras_reference import data, reference  # noqa: E402
 from refvenv import ref_python, run_ref  # noqa: E402
 
 from smdebug_lite import modes  # noqa: E402
@@ -46,24 +47,6 @@ def make_model(optimizer=None, seed: int = 0, run_eagerly: bool = False):
     model.compile(optimizer or K.optimizers.SGD(LR), "mse", metrics=["mae"],
                   run_eagerly=run_eagerly)
     return model
-
-
-def data(n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(n, 4)).astype("float32"), rng.normal(size=(n, 2)).astype("float32")
-
-
-def reference(weights, xb, yb):
-    """Forward pass, loss and gradients of `net` computed without Keras."""
-    w1, b1, w2, b2 = (tf.constant(w) for w in weights)
-    with tf.GradientTape() as tape:
-        tape.watch([w1, b1, w2, b2])
-        hidden = tf.nn.relu(xb @ w1 + b1)
-        pred = hidden @ w2 + b2
-        loss = tf.reduce_mean(tf.square(pred - yb))
-    grads = tape.gradient(loss, [w1, b1, w2, b2])
-    return {"hidden": hidden.numpy(), "pred": pred.numpy(), "loss": float(loss),
-            "grads": [g.numpy() for g in grads]}
 
 
 class LogRecorder(K.callbacks.Callback):

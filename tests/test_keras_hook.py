@@ -15,6 +15,8 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
+from keras_reference import data, reference  # noqa: E402
+
 from smdebug_lite import modes  # noqa: E402
 from smdebug_lite.hooks import singleton  # noqa: E402
 from smdebug_lite.tensorflow import KerasHook, ReductionConfig, SaveConfig, get_hook  # noqa: E402
@@ -34,24 +36,6 @@ def make_model(seed: int = 0, optimizer=None):
     ], name="net")
     model.compile(optimizer or keras.optimizers.SGD(LR), "mse", metrics=["mae"])
     return model
-
-
-def data(n: int, seed: int):
-    rng = np.random.default_rng(seed)
-    return rng.normal(size=(n, 4)).astype("float32"), rng.normal(size=(n, 2)).astype("float32")
-
-
-def reference(weights, xb, yb):
-    """Forward pass, loss and gradients of `net` computed without Keras."""
-    w1, b1, w2, b2 = (tf.constant(w) for w in weights)
-    with tf.GradientTape() as tape:
-        tape.watch([w1, b1, w2, b2])
-        hidden = tf.nn.relu(xb @ w1 + b1)
-        pred = hidden @ w2 + b2
-        loss = tf.reduce_mean(tf.square(pred - yb))
-    grads = tape.gradient(loss, [w1, b1, w2, b2])
-    return {"hidden": hidden.numpy(), "pred": pred.numpy(), "loss": float(loss),
-            "grads": [g.numpy() for g in grads]}
 
 
 WEIGHTS = ["net/hidden/kernel:0", "net/hidden/bias:0", "net/out/kernel:0", "net/out/bias:0"]
