@@ -231,7 +231,6 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         """smdebug's TF2 name for preparing the collections before the first step."""
         self.prepare_collections()
 
-
     def _begin(self) -> None:
         super()._begin()
         self._written.clear()
@@ -305,8 +304,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
 
     def _force_save_logs(self, logs: dict | None, keys: list[str]) -> None:
         """Save epoch-level values (``val_loss``...) into the current step whatever the step
-        schedule says, as smdebug did; a collection configured off (end_step=0) stays off, and a
-        name the step saved already is not saved twice."""
+        schedule says, as smdebug did; a collection configured off (end_step=0) stays off."""
         if not keys or self.step < 0 or self.disabled:
             return
         if not self._prepared:
