@@ -24,3 +24,18 @@ def reference(weights, xb, yb) -> dict:
     grads = tape.gradient(loss, [w1, b1, w2, b2])
     return {"hidden": hidden.numpy(), "pred": pred.numpy(), "loss": float(loss),
             "grads": [g.numpy() for g in grads]}
+
+
+def check_fit_layout(trial, weights: list[str], grads: list[str]) -> None:
+    """The steps and collections of the network's trial after ``fit`` of 2 epochs x 3 batches
+    with 2 validation batches, ``evaluate`` of 2 and ``predict`` of 2, every step saved."""
+    from smdebug_lite import modes
+
+    assert trial.steps(mode=modes.TRAIN) == list(range(6))
+    assert trial.steps(mode=modes.EVAL) == list(range(6))  # 2 x 2 validation + 2 evaluate
+    assert trial.steps(mode=modes.PREDICT) == [0, 1]
+    assert set(trial.tensor_names(collection="gradients")) == set(grads)
+    assert set(trial.tensor_names(collection="weights")) == {weights[0], weights[2]}
+    assert set(trial.tensor_names(collection="biases")) == {weights[1], weights[3]}
+    assert set(trial.tensor_names(collection="layers")) == {
+        "hidden/inputs", "hidden/outputs", "out/inputs", "out/outputs"}

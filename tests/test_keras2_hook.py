@@ -19,7 +19,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 K = pytest.importorskip("tf_keras")
 
-from keras_reference import data, reference  # noqa: E402
+from keras_reference import check_fit_layout, data, reference  # noqa: E402
 from refvenv import ref_python, run_ref  # noqa: E402
 
 from smdebug_lite import modes  # noqa: E402
@@ -99,14 +99,7 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog, optimiz
     assert "apply_gradients" not in model.optimizer.__dict__
 
     trial = create_trial(out)
-    assert trial.steps(mode=modes.TRAIN) == list(range(6))
-    assert trial.steps(mode=modes.EVAL) == list(range(6))  # 2 x 2 validation + 2 evaluate
-    assert trial.steps(mode=modes.PREDICT) == [0, 1]
-    assert set(trial.tensor_names(collection="gradients")) == set(GRADS)
-    assert set(trial.tensor_names(collection="weights")) == {WEIGHTS[0], WEIGHTS[2]}
-    assert set(trial.tensor_names(collection="biases")) == {WEIGHTS[1], WEIGHTS[3]}
-    assert set(trial.tensor_names(collection="layers")) == {
-        "hidden/inputs", "hidden/outputs", "out/inputs", "out/outputs"}
+    check_fit_layout(trial, WEIGHTS, GRADS)
 
     def at(name, step, mode=modes.TRAIN):
         return trial.tensor(name).value(step, mode=mode)

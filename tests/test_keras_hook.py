@@ -15,7 +15,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 keras = pytest.importorskip("keras")
 
-from keras_reference import data, reference  # noqa: E402
+from keras_reference import check_fit_layout, data, reference  # noqa: E402
 
 from smdebug_lite import modes  # noqa: E402
 from smdebug_lite.hooks import singleton  # noqa: E402
@@ -86,14 +86,7 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog):
     assert "apply" not in model.optimizer.__dict__
 
     trial = create_trial(str(tmp_path / "run"))
-    assert trial.steps(mode=modes.TRAIN) == list(range(6))
-    assert trial.steps(mode=modes.EVAL) == list(range(6))  # 2 x 2 validation + 2 evaluate
-    assert trial.steps(mode=modes.PREDICT) == [0, 1]
-    assert set(trial.tensor_names(collection="gradients")) == set(GRADS)
-    assert set(trial.tensor_names(collection="weights")) == {WEIGHTS[0], WEIGHTS[2]}
-    assert set(trial.tensor_names(collection="biases")) == {WEIGHTS[1], WEIGHTS[3]}
-    assert set(trial.tensor_names(collection="layers")) == {
-        "hidden/inputs", "hidden/outputs", "out/inputs", "out/outputs"}
+    check_fit_layout(trial, WEIGHTS, GRADS)
 
     def at(name, step, mode):
         return trial.tensor(name).value(step, mode=mode)
