@@ -88,16 +88,18 @@ def unwrap_flag_list(value: Any) -> Any:
     return value
 
 
-def check_flag(argument: str, value: Any, default: bool = False) -> bool:
-    """A boolean as `flag_truth` reads it; None is the default."""
+def check_flag(argument: str, value: Any, default: bool = False, list_of_one: bool = False) -> bool:
+    """A boolean as `flag_truth` reads it; None is the default. With `list_of_one`, also a list
+    holding one flag (`unwrap_flag_list`); errors name the value as given."""
     if value is None:
         return default
-    truth = flag_truth(value)
+    truth = flag_truth(unwrap_flag_list(value) if list_of_one else value)
     if truth is not None:
         return truth
     if isinstance(value, str):
         raise value_error(argument, value, "true or false")
-    raise type_error(argument, value, "a bool")
+    raise type_error(argument, value, "a bool, or a list holding one bool" if list_of_one
+                     else "a bool")
 
 
 def _flatten(argument: str, value: Any, expected: str) -> list[str]:

@@ -21,10 +21,7 @@ from smdebug_lite.config.arguments import (
     check_names,
     check_path,
     check_regexes,
-    flag_truth,
     renamed,
-    type_error,
-    unwrap_flag_list,
     value_error,
 )
 from smdebug_lite.config.reduction_config import ReductionConfig
@@ -83,18 +80,6 @@ def check_save_config(value: Any) -> SaveConfig | None:
         raise renamed("save_config", value, exc) from None
 
 
-def _check_save_all(value: Any) -> bool:
-    """A flag as `check_flag` reads it, or a list of one flag (`unwrap_flag_list`)."""
-    if value is None:
-        return False
-    truth = flag_truth(unwrap_flag_list(value))
-    if truth is not None:
-        return truth
-    if isinstance(value, str):
-        raise value_error("save_all", value, "true or false")
-    raise type_error("save_all", value, "a bool, or a list holding one bool")
-
-
 def check_hook_arguments(
     out_dir: Any,
     export_tensorboard: Any = False,
@@ -117,7 +102,7 @@ def check_hook_arguments(
         save_config=check_save_config(save_config),
         include_regex=check_regexes("include_regex", include_regex),
         include_collections=check_names("include_collections", include_collections),
-        save_all=_check_save_all(save_all),
+        save_all=check_flag("save_all", save_all, list_of_one=True),
         include_workers=check_choice("include_workers", include_workers, INCLUDE_WORKERS),
     )
 

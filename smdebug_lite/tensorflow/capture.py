@@ -1,13 +1,14 @@
 """Getting tensors out of compiled Keras steps.
 
-Keras 3 runs ``fit``/``evaluate``/``predict`` steps as ``tf.function`` (maybe XLA) graphs, so a
-Python callback only ever sees gradients and layer outputs as symbolic tensors while the step is
-traced. smdebug's TF2 hook could therefore not save them in ``fit``. Here the hook builds a
-second, *instrumented* step function whose trace records the wanted tensors (gradients at the
-optimizer, layer inputs/outputs at each layer's ``call``) and returns them as extra
-outputs. On steps that save such tensors the model's ``<kind>_function`` is swapped for the
-instrumented one; every other step runs Keras' own function untouched, so non-saving steps cost
-nothing.
+Keras (3, and 2 through ``tf_keras``) runs ``fit``/``evaluate``/``predict`` steps as
+``tf.function`` (maybe XLA) graphs, so a Python callback only ever sees gradients and layer
+outputs as symbolic tensors while the step is traced. smdebug's TF2 hook could therefore not
+save them in ``fit``. Here the hook builds a second, *instrumented* step function whose trace
+records the wanted tensors (gradients at the optimizer, layer inputs/outputs at each layer's
+``call``) and returns them as extra outputs. While the hook is attached, the model's
+``<kind>_function`` is a dispatcher that runs the instrumented function on steps that save such
+tensors and Keras' own function, untouched, on every other step, so non-saving steps cost
+nothing more than a call.
 """
 
 from __future__ import annotations
