@@ -94,8 +94,38 @@ def _resolve(suffix: str) -> importlib.machinery.ModuleSpec | None:
     return None
 
 
+class CompatSubmoduleFinder(importlib.abc.MetaPathFinder):
+    """Serves the module ``smdebug_lite.<pkg>.<name>`` from ``smdebug_lite.compat.<pkg>.<name>``
+    when the package has no such module of its own, while ``smdebug`` is the alias.
+
+    ``from smdebug.tensorflow import utils`` looks the submodule up under the name of the module
+    ``smdebug.tensorflow`` really is (``smdebug_lite.tensorflow``), not under the alias, so
+    without this only a prior ``import smdebug.tensorflow.utils`` would make it work. It sits
+    last on ``sys.meta_path``: it is asked only about names every other finder gave up on.
+    """
+
+    def find_spec(self, fullname, path=None, target=None):
+        prefix = _TARGET + "."
+        if not fullname.startswith(prefix) or fullname.startswith(_COMPAT + "."):
+            return None
+        if sys.modules.get(_ALIAS) is not sys.modules.get(_TARGET):
+            return None
+        name = _COMPAT + "." + fullname[len(prefix) :]
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:
+            return None
+        # Modules only: a package served under a second name would have its submodules found
+        # through its __path__ and executed again under that name.
+        if spec is None or spec.submodule_search_locations is not None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, _AliasLoader(name))
+
+
 def install() -> None:
-    """Register the finder once (idempotent); called from the .pth file and from tests."""
+    """Register the finders once (idempotent); called from the .pth file and from tests."""
     if not any(isinstance(f, SmdebugAliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, SmdebugAliasFinder())
+    if not any(isinstance(f, CompatSubmoduleFinder) for f in sys.meta_path):
+        sys.meta_path.append(CompatSubmoduleFinder())
 

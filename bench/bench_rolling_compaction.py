@@ -38,7 +38,7 @@ import json, os, sys, time
 import torch
 from torch import nn
 import smdebug_lite.pytorch as smd
-from smdebug_lite.index import manifest as mf
+from smdebug_lite.format import manifest as mf
 from smdebug_lite.trials import create_trial
 
 out, steps, batch, interval = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])

@@ -1,21 +1,31 @@
-"""Rule evaluation benchmark: smdebug-lite's built-in rules against smdebug 1.0.34, same trial,
-same run.
+"""Rule evaluation benchmark: smdebug-lite's built-in rules, and smdebug-style custom rules,
+against smdebug 1.0.34 running the same rules on the same trial, in the same run.
 
-A 1,000-step PyTorch training (MLP, every step saved: gradients and the loss) is written once
-with smdebug-lite's hook. Then, each in a fresh process, these are timed over the whole trial
-(training has ended, so every step is evaluated and the run ends at the last step):
+Two trials (`--trials`), each of --steps steps, every step saved, training ended:
 
-* smdebug 1.0.34 (reference venv): hand-written rules with the same logic as our built-ins,
-  run with smdebug's `invoke_rule` (NoMoreData caught at the end);
-* smdebug-lite: the built-in `VanishingGradient` and `LossNotDecreasing`;
+* pytorch-hook: a PyTorch training (MLP; gradients and the loss) written with smdebug-lite's
+  hook;
+* smdebug-written: the trial users have, written by smdebug 1.0.34 itself in the reference venv
+  and not compacted: --tensors gradients (mean, max and l2 reductions saved beside each) in the
+  `gradients` collection and a loss in `losses` (`smdebug_written_job.py`, layout "hook").
+
+On each, in fresh processes, the variants interleaved, best of --repeat runs, `invoke_rule` over
+the whole trial (every step evaluated; the run ends at the last step) is timed for:
+
+* smdebug 1.0.34 (reference venv): hand-written rules as users write them from smdebug's docs,
+  a `Rule` subclass whose `invoke_at_step` reads `self.base_trial.tensor(name)`'s
+  `reduction_value(step, ...)` (HandVanishingGradient) or `value(step)` (HandExplodingTensor,
+  HandLossNotDecreasing), run with smdebug's `invoke_rule` (NoMoreData caught at the end);
+* smdebug-lite: the built-in `VanishingGradient`, `ExplodingTensor` and `LossNotDecreasing`;
 * smdebug-lite: the same hand-written rules, unchanged (the custom-rule path).
 
-Both rules are set so they never fire (VanishingGradient's default threshold on healthy
-gradients; LossNotDecreasing with diff_percent=-1e9, increase_threshold_percent=1e9), so all
-1,000 steps are evaluated. Reported: steps per second of `invoke_rule` (best of --repeat runs,
-each in a fresh process, the variants interleaved), and the time of `create_trial`.
+Every rule is set so it never fires (healthy gradients; LossNotDecreasing with
+diff_percent=-1e9, increase_threshold_percent=1e9). Printed per trial and rule: seconds of
+`invoke_rule` for each variant, smdebug-lite's speedup over smdebug 1.0.34 (target: 10x on the
+smdebug-written trial) and the time of `create_trial`.
 
     .venv/bin/python bench/bench_rules.py
+    .venv/bin/python bench/bench_rules.py --trials smdebug-written
     .venv/bin/python bench/bench_rules.py --steps 300 --repeat 1
 """
 
@@ -32,6 +42,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "bench"))
+
+from smdebug_written_job import build_smdebug_job  # noqa: E402
 
 # The same source runs on both libraries (smdebug's API); `smdebug` is smdebug-lite in our venv.
 HAND_RULES = r'''
@@ -52,6 +65,21 @@ class HandVanishingGradient(Rule):
             tensor = self.base_trial.tensor(name)
             if tensor.reduction_value(step, "mean", abs=True) < self.threshold:
                 return True
+        return False
+
+
+class HandExplodingTensor(Rule):
+    def __init__(self, base_trial, collection_names="gradients"):
+        super().__init__(base_trial, action_str="")
+        self.collections = [c.strip() for c in collection_names.split(",") if c.strip()]
+        self.count = 0
+
+    def invoke_at_step(self, step):
+        self.count += 1
+        for collection in self.collections:
+            for name in self.base_trial.tensor_names(step=step, collection=collection):
+                if not np.isfinite(self.base_trial.tensor(name).value(step)).all():
+                    return True
         return False
 
 
@@ -106,6 +134,14 @@ class HandLossNotDecreasing(Rule):
 '''
 
 NEVER_FIRE = {"diff_percent": "-1e9", "increase_threshold_percent": "1e9"}
+# (built-in rule, the hand-written rule with the same logic, parameters of both)
+CASES = (
+    ("VanishingGradient", "HandVanishingGradient", {}),
+    ("ExplodingTensor", "HandExplodingTensor", {"collection_names": "gradients"}),
+    ("LossNotDecreasing", "HandLossNotDecreasing", NEVER_FIRE),
+)
+TRIALS = ("pytorch-hook", "smdebug-written")
+TARGET = 10.0  # speedup over smdebug 1.0.34 on the trial it wrote
 
 CHILD = r'''
 import json, logging, sys, time
@@ -190,9 +226,43 @@ def run_child(python: str, lib: str, path: Path, which: str, repeat: int, kw: di
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def build_trials(args: argparse.Namespace, ref_py: str | None) -> dict[str, Path]:
+    trials: dict[str, Path] = {}
+    for kind in args.trials.split(","):
+        kind = kind.strip()
+        if kind == "pytorch-hook":
+            path = Path(args.dir) / f"mlp_{args.steps}"
+            if not (path / "training_job_end.ts").exists():
+                t0 = time.perf_counter()
+                build_trial(path, args.steps)
+                print(f"wrote {args.steps}-step trial to {path} in "
+                      f"{time.perf_counter() - t0:.1f}s")
+        elif kind == "smdebug-written":
+            if ref_py is None:
+                print("[smdebug-written trial skipped: no reference venv]")
+                continue
+            path = Path(args.dir) / f"smdw_{args.steps}x{args.tensors}"
+            build_smdebug_job(ref_py, path, args.steps, args.tensors, layout="hook")
+        else:
+            raise SystemExit(f"--trials: unknown {kind!r}; expected some of {TRIALS}")
+        trials[kind] = path
+    return trials
+
+
+def best(a: dict | None, b: dict | None) -> dict | None:
+    if a is None or b is None:
+        return a or b
+    return a if a["invoke_s"] <= b["invoke_s"] else b
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--tensors", type=int, default=50,
+                    help="gradients in the smdebug-written trial")
+    ap.add_argument("--trials", default=",".join(TRIALS),
+                    help=f"comma-separated, some of {', '.join(TRIALS)} (default: both)")
     ap.add_argument("--repeat", type=int, default=5, help="best of N (each library)")
     ap.add_argument("--dir", default=str(REPO / ".bench" / "rules"))
     ap.add_argument("--json", help="also write the results here")
@@ -200,65 +270,63 @@ def main() -> int:
 
     from refvenv import ref_python
 
-    path = Path(args.dir) / f"mlp_{args.steps}"
-    if not (path / "training_job_end.ts").exists():
-        t0 = time.perf_counter()
-        build_trial(path, args.steps)
-        print(f"wrote {args.steps}-step trial to {path} in {time.perf_counter() - t0:.1f}s")
     ref_py, reason = ref_python()
     if ref_py is None:
         print(f"[reference venv unavailable: {reason}]")
+    trials = build_trials(args, ref_py)
 
     rows = []
-    cases = [
-        ("VanishingGradient", "HandVanishingGradient", {}),
-        ("LossNotDecreasing", "HandLossNotDecreasing", NEVER_FIRE),
-    ]
-    def best(a: dict | None, b: dict | None) -> dict | None:
-        if a is None or b is None:
-            return a or b
-        return a if a["invoke_s"] <= b["invoke_s"] else b
+    for kind, path in trials.items():
+        for builtin, hand, kw in CASES:
+            ref = ours = ours_hand = None
+            # Interleaved, one fresh process per run: on a shared machine every variant samples
+            # the same periods of load, and the best run of each is compared.
+            for _ in range(args.repeat):
+                if ref_py:
+                    ref = best(ref, run_child(ref_py, "smdebug", path, hand, 1, kw, "/tmp"))
+                ours = best(ours, run_child(sys.executable, "smdebug_lite", path,
+                                            f"builtin:{builtin}", 1, kw, str(REPO)))
+                ours_hand = best(ours_hand, run_child(sys.executable, "smdebug_lite", path, hand,
+                                                      1, kw, str(REPO)))
+            rows.append({"trial": kind, "rule": builtin, "smdebug": ref, "lite_builtin": ours,
+                         "lite_custom": ours_hand})
 
-    for builtin, hand, kw in cases:
-        ref = ours = ours_hand = None
-        # Interleaved, one fresh process per run: on a shared machine every variant samples the
-        # same periods of load, and the best run of each is compared.
-        for _ in range(args.repeat):
-            if ref_py:
-                ref = best(ref, run_child(ref_py, "smdebug", path, hand, 1, kw, "/tmp"))
-            ours = best(ours, run_child(sys.executable, "smdebug_lite", path,
-                                        f"builtin:{builtin}", 1, kw, str(REPO)))
-            ours_hand = best(ours_hand, run_child(sys.executable, "smdebug_lite", path, hand, 1,
-                                                  kw, str(REPO)))
-        rows.append({"rule": builtin, "smdebug": ref, "lite_builtin": ours,
-                     "lite_custom": ours_hand})
+    def speedup(theirs: dict | None, mine: dict | None) -> float | None:
+        if not theirs or not mine or mine["invoke_s"] <= 0:
+            return None
+        return theirs["invoke_s"] / mine["invoke_s"]
 
-    def sps(r: dict | None) -> float | None:
-        return r["steps"] / r["invoke_s"] if r and r["invoke_s"] > 0 else None
+    def cell(r: dict | None) -> str:
+        return "n/a" if r is None else f"{r['invoke_s']:.3f} [{r['load_s']:.2f}]"
 
-    def fmt(v: float | None, unit: str = "") -> str:
-        return "n/a" if v is None else f"{v:,.0f}{unit}"
+    def times(v: float | None) -> str:
+        return "n/a" if v is None else f"{v:.1f}x"
 
-    print(f"\nRule evaluation over a {args.steps}-step trial (steps/second of invoke_rule, best "
-          f"of {args.repeat}; create_trial time in brackets)\n")
-    head = (f"{'rule':<20} {'smdebug 1.0.34':>22} {'smdebug-lite built-in':>24} {'speedup':>8}"
-            f" {'smdebug-lite, same custom rule':>32} {'speedup':>8}")
+    print(f"\nRule evaluation over {args.steps} steps: seconds of invoke_rule, best of "
+          f"{args.repeat} (create_trial seconds in brackets); target {TARGET:g}x on the "
+          "smdebug-written trial\n")
+    head = (f"{'trial':<16} {'rule':<18} {'smdebug 1.0.34':>16} {'lite built-in':>16} "
+            f"{'speedup':>8} {'lite, same custom rule':>23} {'speedup':>8}  met")
     print(head)
     print("-" * len(head))
+    missed = []
     for row in rows:
-        ref, ours, hand = sps(row["smdebug"]), sps(row["lite_builtin"]), sps(row["lite_custom"])
-
-        def cell(r: dict | None, v: float | None) -> str:
-            return f"{fmt(v)} [{r['load_s']:.2f}s]" if r else "n/a"
-
-        sp = f"{ours / ref:.1f}x" if ref and ours else "n/a"
-        sp2 = f"{hand / ref:.1f}x" if ref and hand else "n/a"
-        print(f"{row['rule']:<20} {cell(row['smdebug'], ref):>22} "
-              f"{cell(row['lite_builtin'], ours):>24} {sp:>8} "
-              f"{cell(row['lite_custom'], hand):>32} {sp2:>8}")
-        row["speedup"] = ours / ref if ref and ours else None
+        sp = speedup(row["smdebug"], row["lite_builtin"])
+        sp2 = speedup(row["smdebug"], row["lite_custom"])
+        met = ""
+        if row["trial"] == "smdebug-written" and sp is not None and sp2 is not None:
+            met = "yes" if min(sp, sp2) >= TARGET else "NO"
+            if met == "NO":
+                missed.append(f"{row['rule']} {min(sp, sp2):.1f}x")
+        print(f"{row['trial']:<16} {row['rule']:<18} {cell(row['smdebug']):>16} "
+              f"{cell(row['lite_builtin']):>16} {times(sp):>8} "
+              f"{cell(row['lite_custom']):>23} {times(sp2):>8}  {met}")
+        row["speedup"], row["speedup_custom"] = sp, sp2
+    if missed:
+        print("\ntargets missed on the smdebug-written trial: " + ", ".join(missed))
     if args.json:
-        Path(args.json).write_text(json.dumps({"steps": args.steps, "rows": rows}, indent=2))
+        Path(args.json).write_text(json.dumps({"steps": args.steps, "tensors": args.tensors,
+                                               "rows": rows}, indent=2))
     return 0
 
 

@@ -59,8 +59,8 @@ from smdebug_lite.format.locations import (  # noqa: E402
 )
 from smdebug_lite.format.records import FOOTER_SIZE, HEADER_SIZE  # noqa: E402
 from smdebug_lite.format.tensor_codec import encode_tensor_record, varint  # noqa: E402
-from smdebug_lite.index.compact import compact_trial  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
+from smdebug_lite.writer.compaction import compact_trial  # noqa: E402
 
 # One child per measurement, for either library (same API). Prints one JSON line.
 CHILD = r"""

@@ -23,10 +23,19 @@ Each is read from its local directory and from s3:// (moto's server, started her
 (`trial_ops_child.py`):
 
   load     create_trial(path) + tensor_names()
-  one      one tensor's values over all steps (a 64-element tensor)
+  one      one tensor's values over all steps (a 64-element tensor), with values()
+  loop     the same tensor's values as a `value(step)` loop over its steps, in order
   scalar   one one-element tensor's values over all steps (inlined by the manifest)
   reduce   reduction_value(step, "mean") for every tensor and step
   all      every value of every tensor
+
+(--ops picks some; all but `loop` by default.) moto answers in about a millisecond, where S3
+makes every request wait tens of milliseconds for its first byte. --s3-latency-ms MS reads
+from S3 as it behaves: both libraries go through `s3_latency_proxy.py`, which holds every
+response until MS after the request arrived, in front of moto's server in a process of its own
+(--s3-rate-cap adds S3's 5,500 GET/s per prefix); only S3 is read then, and the operations are
+load, one and loop unless --ops says otherwise. Both libraries find the endpoint in
+AWS_ENDPOINT_URL (smdebug 1.0.34 through boto3, which reads it itself).
 
 smdebug-lite: best of --repeat runs, each on a fresh trial. smdebug: loading best of
 --ref-repeat runs; the other operations are made of independent calls (smdebug's values() is
@@ -40,6 +49,7 @@ difference between the libraries. Targets: smdebug-lite at least 10x faster than
     .venv/bin/python bench/bench_trial_smdebug_written.py            # about 40 minutes
     .venv/bin/python bench/bench_trial_smdebug_written.py --quick    # fewer runs, shorter samples
     .venv/bin/python bench/bench_trial_smdebug_written.py --no-s3    # local only, about 7 minutes
+    .venv/bin/python bench/bench_trial_smdebug_written.py --s3-latency-ms 20   # S3 with latency
 """
 
 from __future__ import annotations
@@ -53,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -64,11 +75,16 @@ sys.path.insert(0, str(REPO / "tests"))
 sys.path.insert(0, str(BENCH))
 
 from bench_trial import build_job  # noqa: E402
+from s3_latency_proxy import LatencyProxy, MotoProcess  # noqa: E402
+from smdebug_written_job import build_smdebug_job  # noqa: E402
 
-OPS = ("load", "one", "scalar", "reduce", "all")
+OPS = ("load", "one", "loop", "scalar", "reduce", "all")
+DEFAULT_OPS = ("load", "one", "scalar", "reduce", "all")
+LATENCY_OPS = ("load", "one", "loop")  # with --s3-latency-ms
 LABELS = {
     "load": "create_trial + tensor_names",
     "one": "one tensor, all steps",
+    "loop": "one tensor, value(s) loop",
     "scalar": "one scalar, all steps",
     "reduce": "reduction_value, all",
     "all": "all values, all tensors",
@@ -83,25 +99,6 @@ KINDS: dict[str, tuple[float, str | None]] = {
 CHILD = BENCH / "trial_ops_child.py"
 
 
-def build_smdebug_job(ref: str, path: Path, steps: int, tensors: int) -> None:
-    stamp = path / ".bench_job"
-    spec = f"smdebug {steps}x{tensors}"
-    if stamp.exists() and stamp.read_text() == spec:
-        return
-    import shutil
-
-    shutil.rmtree(path, ignore_errors=True)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run([ref, str(BENCH / "smdebug_written_job.py"), str(path), str(steps),
-                           str(tensors)], capture_output=True, text=True, cwd="/tmp", env=env,
-                          timeout=1800)
-    if proc.returncode != 0:
-        raise RuntimeError(f"smdebug could not write the trial:\n{proc.stderr[-3000:]}")
-    stamp.write_text(spec)
-    print(f"  smdebug 1.0.34 wrote {steps} steps x {tensors} tensors to {path} in "
-          f"{proc.stdout.strip().splitlines()[-1]}s")
-
-
 # What compaction writes, numbered: a copy compacted under another number is compacted again
 # (2: values an index entry carries are not repeated in its record's header line; 3: small
 # values, up to 1 KiB, kept in the tensor sections).
@@ -112,7 +109,7 @@ def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:
     """`src` copied to `dst` and compacted there (kept while `src` is unchanged)."""
     import shutil
 
-    from smdebug_lite.index.compact import compact_at_close, compact_trial
+    from smdebug_lite.writer.compaction import compact_at_close, compact_trial
 
     stamp = dst / ".bench_job"
     spec = f"compacted {COMPACTION_LAYOUT} " + (src / ".bench_job").read_text()
@@ -129,19 +126,29 @@ def compacted_copy(src: Path, dst: Path, at_close: bool) -> None:
 
 
 class MotoS3:
-    """moto's S3 server on 127.0.0.1, and the environment that points a client at it."""
+    """moto's S3 server on 127.0.0.1, and the environment that points a client at it. With
+    `latency_ms`, moto runs in its own process behind the latency proxy, which the environment
+    names (uploads go to moto directly)."""
 
-    def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
+    def __init__(self, latency_ms: float | None = None, rate_cap: bool = False) -> None:
+        self.proxy: LatencyProxy | None = None
+        if latency_ms is None:
+            from moto.server import ThreadedMotoServer
 
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        self.server.start()
-        url = f"http://127.0.0.1:{port}"
-        self.env = {"AWS_ENDPOINT_URL": url, "AWS_ENDPOINT_URL_S3": url,
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", 0))
+                port = sock.getsockname()[1]
+            logging.getLogger("werkzeug").setLevel(logging.ERROR)
+            self.server: ThreadedMotoServer | MotoProcess = ThreadedMotoServer(
+                ip_address="127.0.0.1", port=port, verbose=False)
+            self.server.start()
+            url = reader_url = f"http://127.0.0.1:{port}"
+        else:
+            self.server = MotoProcess()
+            url = self.server.url
+            self.proxy = LatencyProxy(url, latency_ms / 1000, rate_cap).start()
+            reader_url = self.proxy.url
+        self.env = {"AWS_ENDPOINT_URL": reader_url, "AWS_ENDPOINT_URL_S3": reader_url,
                     "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1"}
         import boto3
@@ -162,17 +169,19 @@ class MotoS3:
         return f"s3://bench/{prefix}"
 
     def stop(self) -> None:
+        if self.proxy is not None:
+            self.proxy.stop()
         self.server.stop()
 
 
-def run_child(python: str, module: str, path: str, repeat: int, budget: float, mode: str,
-              env_extra: dict[str, str]) -> dict:
+def run_child(python: str, module: str, path: str, ops: Sequence[str], repeat: int,
+              budget: float, mode: str, env_extra: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["SMDEBUG_LOG_LEVEL"] = "warning"
     if module == "smdebug_lite":
         env["PYTHONPATH"] = str(REPO)
     env.update(env_extra)
-    proc = subprocess.run([python, str(CHILD), module, path, ",".join(OPS), str(repeat),
+    proc = subprocess.run([python, str(CHILD), module, path, ",".join(ops), str(repeat),
                            str(budget), mode], capture_output=True, text=True, env=env,
                           cwd="/tmp", timeout=3600)
     for line in proc.stdout.splitlines():
@@ -202,6 +211,14 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true",
                     help="fewer runs and a smaller sampling budget")
     ap.add_argument("--no-s3", action="store_true")
+    ap.add_argument("--s3-latency-ms", type=float,
+                    help="read from S3 only, through a proxy holding every response this long "
+                         "(S3's first-byte latency, e.g. 20)")
+    ap.add_argument("--s3-rate-cap", action="store_true",
+                    help="with --s3-latency-ms: S3's 5,500 GET/s per prefix (503 SlowDown)")
+    ap.add_argument("--ops", help=f"comma-separated, some of {', '.join(OPS)} (default: "
+                                  f"{','.join(DEFAULT_OPS)}; with --s3-latency-ms "
+                                  f"{','.join(LATENCY_OPS)})")
     ap.add_argument("--ref-on-compacted", action="store_true",
                     help="time smdebug on the compacted copies too (it ignores manifest/)")
     ap.add_argument("--rounds", type=int, default=3,
@@ -237,16 +254,24 @@ def main() -> None:
     unknown = [k for k in wanted if k not in KINDS]
     if unknown:
         sys.exit(f"--kinds: unknown {unknown}; expected some of {list(KINDS)}")
+    latency = args.s3_latency_ms
+    if latency is not None and args.no_s3:
+        sys.exit("--s3-latency-ms reads from S3; leave out --no-s3")
+    ops = [o.strip() for o in (args.ops or ",".join(
+        DEFAULT_OPS if latency is None else LATENCY_OPS)).split(",") if o.strip()]
+    if not ops or set(ops) - set(OPS):
+        sys.exit(f"--ops: expected some of {list(OPS)}, got {ops}")
 
-    s3 = None if args.no_s3 else MotoS3()
+    s3 = None if args.no_s3 else MotoS3(latency, args.s3_rate_cap)
+    s3_where = "s3" if latency is None else f"s3+{latency:g}ms"
     rows = []
     theirs_of: dict[tuple[str, str], dict] = {}
     try:
         for kind in wanted:
             job = jobs[kind]
-            places = [("local", str(job), {})]
+            places = [("local", str(job), {})] if latency is None else []
             if s3 is not None:
-                places.append(("s3", s3.upload(job, job.name), s3.env))
+                places.append((s3_where, s3.upload(job, job.name), s3.env))
             for where, path, env in places:
                 t0 = time.perf_counter()
                 repeat = args.repeat if where == "local" else args.s3_repeat
@@ -256,26 +281,31 @@ def main() -> None:
                 rounds = max(1, args.rounds)
                 ours_runs, theirs_runs = [], []
                 for _ in range(rounds):  # alternating: a slow spell of the VM hits both
-                    ours_runs.append(run_child(sys.executable, "smdebug_lite", path, repeat,
-                                               args.budget, "best", env))
+                    ours_runs.append(run_child(sys.executable, "smdebug_lite", path, ops,
+                                               repeat, args.budget, "best", env))
                     if measure_theirs:
-                        theirs_runs.append(run_child(ref, "smdebug", path, args.ref_repeat,
-                                                     args.budget, "sample", env))
+                        theirs_runs.append(run_child(ref, "smdebug", path, ops,
+                                                     args.ref_repeat, args.budget, "sample", env))
                 ours = fastest(ours_runs)
                 if measure_theirs:
                     theirs = theirs_of[(kind, where)] = fastest(theirs_runs)
                 else:
                     theirs = {op: {**v, "reused": True} for op, v in theirs.items()}
                 print(f"  {kind} / {where}: measured in {time.perf_counter() - t0:.0f}s")
-                rows += [(kind, where, op, ours[op], theirs[op]) for op in OPS]
+                rows += [(kind, where, op, ours[op], theirs[op]) for op in ops]
     finally:
         if s3 is not None:
             s3.stop()
+    if s3 is not None and s3.proxy is not None:
+        st = s3.proxy.stats
+        print(f"latency proxy ({latency:g} ms{', rate cap' if args.s3_rate_cap else ''}): "
+              f"{st.requests} requests, at most {st.in_flight_max} at once, "
+              f"{st.slowdowns} refused with SlowDown, {st.connections} connections")
 
     print(f"\nseconds, wall (cpu); * = smdebug sampled for {args.budget:g}s and extrapolated; "
           "= = smdebug's time on the same trial before compaction; reads: smdebug-lite's event "
           "file reads (r) and S3 requests (q) in that operation")
-    print(f"{'trial':31s} {'where':5s} {'operation':28s} {'smdebug-lite':>17s} "
+    print(f"{'trial':31s} {'where':9s} {'operation':28s} {'smdebug-lite':>17s} "
           f"{'smdebug 1.0.34':>19s} {'speedup':>8s} {'target':>6s}  met  {'reads':>11s}")
     missed = []
     for kind, where, op, a, b in rows:
@@ -288,7 +318,7 @@ def main() -> None:
         reads = "" if a.get("reads") is None else f"{a['reads']}r"
         if a.get("requests") is not None:
             reads += f" {a['requests']}q"
-        print(f"{kind:31s} {where:5s} {LABELS[op]:28s} {a['s']:8.4f} ({a['cpu']:6.3f}) "
+        print(f"{kind:31s} {where:9s} {LABELS[op]:28s} {a['s']:8.4f} ({a['cpu']:6.3f}) "
               f"{b['s']:9.3f}{star}({b['cpu']:7.3f}) {speed:7.1f}x {target:5.0f}x  "
               f"{'yes' if met else 'NO ':3s}  {reads:>11s}")
     print("\nall targets met" if not missed else "\ntargets missed: " + ", ".join(missed))

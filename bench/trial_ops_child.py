@@ -10,7 +10,8 @@ smdebug-lite the result also gives what the operation read: event file reads (wh
 and, on S3, requests.
 MODE "sample": the operations made of many independent calls (one tensor's values, which
 smdebug computes as one `value(step)` per step; all values; every reduction) time calls in a
-random order until BUDGET seconds are spent, and the total is extrapolated; they share one
+random order (`loop`: in step order) until BUDGET seconds are spent, and the total is
+extrapolated; they share one
 fresh trial (loading one on S3 takes smdebug several seconds), and loading still runs REPEAT
 times. Prints one line: RESULT {op: {"s", "cpu", "sampled"}}.
 """
@@ -67,12 +68,13 @@ def main() -> None:
 
     shared: list = []
 
-    def sampled(calls_of) -> dict:
+    def sampled(calls_of, in_order: bool = False) -> dict:
         if not shared:
             shared.extend(fresh())
         tr, names = shared
         calls = calls_of(tr, names)
-        random.Random(0).shuffle(calls)
+        if not in_order:
+            random.Random(0).shuffle(calls)
         gc.collect()
         w0, c0, done = wall(), cpu(), 0
         for fn, *args in calls:
@@ -87,6 +89,11 @@ def main() -> None:
     def one(tr, names):
         t = tr.tensor(names[len(names) // 2])
         assert len(t.values()) == len(t.steps())
+
+    def loop(tr, names):
+        t = tr.tensor(names[len(names) // 2])
+        for s in t.steps():
+            t.value(s)
 
     def scalar(tr, names):
         t = tr.tensor(SCALAR)
@@ -119,8 +126,10 @@ def main() -> None:
         out["load"] = {"s": min(r[0] for r in runs), "cpu": min(r[1] for r in runs),
                        "sampled": None, **spent((0, 0), counts(loaded[0]))}
         loaded.clear()
+    middle = lambda tr, names: value_calls(tr, names, [names[len(names) // 2]])  # noqa: E731
     plans = {
-        "one": (one, lambda tr, names: value_calls(tr, names, [names[len(names) // 2]])),
+        "one": (one, middle),
+        "loop": (loop, middle),
         "scalar": (scalar, lambda tr, names: value_calls(tr, names, [SCALAR])),
         "reduce": (reduce_all, lambda tr, names: [(tr.tensor(n).reduction_value, s, "mean")
                                                   for n in names for s in tr.tensor(n).steps()]),
@@ -128,7 +137,8 @@ def main() -> None:
     }
     for op, (whole, calls_of) in plans.items():
         if op in ops_list:
-            out[op] = sampled(calls_of) if mode == "sample" else best(whole)
+            out[op] = (sampled(calls_of, in_order=op == "loop") if mode == "sample"
+                       else best(whole))
     print("RESULT " + json.dumps(out))
 
 

@@ -77,10 +77,10 @@ def _base_env() -> dict[str, str]:
 def training_command(launcher: str) -> list[str]:
     script = str(DEMO / "train.py")
     if launcher == "auto":
-        launcher_file = ROOT / "smdebug_lite" / "launcher" / "train.py"
+        launcher_file = ROOT / "container" / "train.py"
         launcher = "container" if launcher_file.is_file() else "manual"
     if launcher == "container":  # zero code change: the launcher attaches the hook
-        return [sys.executable, "-m", "smdebug_lite.launcher.train", script]
+        return [sys.executable, "-m", "smdebug_lite.container.train", script]
     return [sys.executable, script, "--manual-hook"]
 
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--after-training", action="store_true",
                    help="start the rule jobs when training has finished instead of alongside it")
     p.add_argument("--launcher", choices=("auto", "container", "manual"), default="auto",
-                   help="container: python -m smdebug_lite.launcher.train (zero code change); "
+                   help="container: python -m smdebug_lite.container.train (zero code change); "
                         "manual: the script creates the hook; auto: container when available")
     p.add_argument("--timeout", type=float, default=600, help="give up after this many seconds")
     args = p.parse_args(argv)

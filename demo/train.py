@@ -1,6 +1,6 @@
 """The demo's training script: a small classifier in plain PyTorch, with no smdebug code.
 
-Under the zero-code-change launcher (``python -m smdebug_lite.launcher.train demo/train.py``) the
+Under the zero-code-change launcher (``python -m smdebug_lite.container.train demo/train.py``) the
 hook comes from the DebugHookConfig JSON without edits here. ``--manual-hook`` creates it in the
 script instead (``Hook.create_from_json_file()``), for when the launcher is not available.
 """

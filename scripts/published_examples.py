@@ -243,7 +243,7 @@ def load_source(path, name):
 @dataclass
 class Phase:
     code: str
-    launcher: tuple[str, ...] = ()  # ("-m", "smdebug_lite.launcher"): zero-code-change training
+    launcher: tuple[str, ...] = ()  # ("-m", "smdebug_lite.container"): zero-code-change training
     ok_codes: tuple[int, ...] = (0,)
     expect_output: str = ""  # must appear in stdout/stderr (a rule's own log line)
 
@@ -798,7 +798,7 @@ def programs() -> list[Program]:
             },
             [
                 Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"),
-                      ("-m", "smdebug_lite.launcher")),
+                      ("-m", "smdebug_lite.container")),
                 Phase(TF_ZCC_ANALYSIS),
             ],
         ),
@@ -816,7 +816,7 @@ def programs() -> list[Program]:
             },
             [
                 Phase(TF_ZCC_TRAIN.replace("{script}", "script.py"),
-                      ("-m", "smdebug_lite.launcher")),
+                      ("-m", "smdebug_lite.container")),
                 Phase(TF_BUILTIN_RULE_ANALYSIS),
             ],
         ),
@@ -829,7 +829,7 @@ def programs() -> list[Program]:
                     metrics=save_2, feature_importance=save_2, full_shap=save_2, average_shap=save_2
                 )
             },
-            [Phase(XGB_CENSUS_TRAIN, ("-m", "smdebug_lite.launcher")), Phase(XGB_CENSUS_ANALYSIS)],
+            [Phase(XGB_CENSUS_TRAIN, ("-m", "smdebug_lite.container")), Phase(XGB_CENSUS_ANALYSIS)],
         ),
         Program(
             "xgboost_realtime_analysis: notebook analysis (confusion matrix per step)",
@@ -840,7 +840,7 @@ def programs() -> list[Program]:
                     metrics=save_2, predictions=save_2, labels=save_2
                 )
             },
-            [Phase(XGB_REALTIME_TRAIN, ("-m", "smdebug_lite.launcher")),
+            [Phase(XGB_REALTIME_TRAIN, ("-m", "smdebug_lite.container")),
              Phase(XGB_REALTIME_ANALYSIS)],
         ),
     ]

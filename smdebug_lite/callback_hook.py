@@ -12,9 +12,8 @@ import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugTypeError
+from smdebug_lite.hooks.arguments import hook_constructor
 from smdebug_lite.logger import get_logger
 
 logger = get_logger(__name__)
@@ -116,28 +115,11 @@ class HookCallback:
 
     owner = "DebuggerCallback"
 
-    def __init__(
-        self,
-        out_dir: str | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
-        dry_run: bool = False,
-        reduction_config: ReductionConfig | None = None,
-        save_config: SaveConfig | SaveConfigMode | dict | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        include_collections: str | Iterable[str] | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-        *,
-        hook: Any = None,
-    ) -> None:
+    @hook_constructor(optional_out_dir=True)
+    def __init__(self, shared: dict[str, Any], *, hook: Any = None) -> None:
         super().__init__()
-        self.hook = build_hook(
-            self.owner, hook, out_dir, export_tensorboard=export_tensorboard,
-            tensorboard_dir=tensorboard_dir, dry_run=dry_run, reduction_config=reduction_config,
-            save_config=save_config, include_regex=include_regex,
-            include_collections=include_collections, save_all=save_all,
-            include_workers=include_workers)
+        out_dir = shared.pop("out_dir")
+        self.hook = build_hook(self.owner, hook, out_dir, **shared)
         self._start()
 
     def _start(self) -> None:

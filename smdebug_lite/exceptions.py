@@ -306,3 +306,10 @@ class CollectionsFileDamaged(TrialFileDamaged, SMDebugValueError):
     document. Also an SMDebugValueError, as a bad collections file was before."""
 
     kind = "Collections file"
+
+
+class NonFiniteRecordDamaged(TrialFileDamaged):
+    """A non-finite record (`non_finite/<worker>.json`) that is not JSON, too large, or not a
+    record: a field missing, of the wrong type or out of range, named in the reason."""
+
+    kind = "Non-finite record"

@@ -10,7 +10,9 @@ before it goes anywhere, three ways:
   parameters) are replaced wherever they appear, e.g. inside an exception text that quotes one;
 * **URL credentials**: ``scheme://user:password@host`` keeps the user and loses the password.
 
-`RedactingFilter` applies it to log records; `redact_mapping` to dicts of parameters.
+`RedactingFilter` applies it to log records; `redact_mapping` to dicts of parameters;
+`redact_url` to a URL whose path is itself the secret (a webhook's), which `register_url`
+also registers, so the URL is scrubbed wherever it is quoted later.
 """
 
 from __future__ import annotations
@@ -95,6 +97,46 @@ def clear_registered_secrets() -> None:
     with _lock:
         _values.clear()
         _pattern = None
+
+
+def redact_url(url: Any) -> str:
+    """Scheme, host and port of a URL, its path, query and credentials masked: webhook URLs
+    (Slack, Teams) carry their secret in the path (``https://hooks.slack.com/***``)."""
+    from urllib.parse import urlsplit
+
+    text = str(url).strip()
+    try:
+        parts = urlsplit(text)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:  # an unparsable port: nothing of it is shown
+        return MASK
+    if not parts.scheme or not host:
+        return MASK
+    if ":" in host:  # IPv6
+        host = f"[{host}]"
+    rest = parts.path.strip("/") or parts.query or parts.fragment or parts.username
+    return f"{parts.scheme}://{host}{port}" + (f"/{MASK}" if rest else "")
+
+
+def register_url(url: Any) -> None:
+    """Scrub a secret-bearing URL from all text `redact` sees from now on: the whole URL, and
+    its path and query on their own (an error may quote either)."""
+    from urllib.parse import urlsplit
+
+    text = str(url).strip()
+    register_secret(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError:
+        return
+    if parts.path.strip("/"):
+        register_secret(parts.path)
+        register_secret(parts.path.strip("/"))
+    if parts.query:
+        register_secret(parts.query)
+    if parts.password:
+        register_secret(parts.password)
 
 
 def _value_pattern() -> re.Pattern[str] | None:

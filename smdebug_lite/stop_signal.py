@@ -7,6 +7,9 @@ This module sits below both, so that neither imports the other. The file lies ne
 never see it. Its content is JSON, ``{"rule": ..., "message": ..., "time": ...}`` (epoch
 seconds); only its existence matters. (SageMaker's own StopTraining action needs a real
 training job; this convention works anywhere.)
+
+Each function takes the out_dir as a path or URI (rules name it so) or as the `Storage` a hook
+already holds for it (`StopSignalPoller` is always given that one).
 """
 
 from __future__ import annotations
@@ -16,29 +19,35 @@ import time
 from typing import Any
 
 from smdebug_lite.logger import get_logger
-from smdebug_lite.storage import open_storage
+from smdebug_lite.storage import Storage, open_storage
 
 STOP_SIGNAL_FILE = "smdebug_rule_stop_signal.json"
 
 logger = get_logger(__name__)
 
 
-def stop_signal_path(out_dir: str) -> str:
+def _storage(out_dir: str | Storage) -> Storage:
+    return open_storage(out_dir) if isinstance(out_dir, str) else out_dir
+
+
+def stop_signal_path(out_dir: str | Storage) -> str:
     """Full path (or URI) of the signal file for an out_dir."""
+    if not isinstance(out_dir, str):
+        return out_dir.uri(STOP_SIGNAL_FILE)
     return out_dir.rstrip("/") + "/" + STOP_SIGNAL_FILE
 
 
-def write_stop_signal(out_dir: str, rule_name: str, message: str = "") -> str:
+def write_stop_signal(out_dir: str | Storage, rule_name: str, message: str = "") -> str:
     """Create the signal file atomically; returns its path."""
     doc = {"rule": rule_name, "message": message, "time": time.time()}
-    open_storage(out_dir).write_atomic(STOP_SIGNAL_FILE, json.dumps(doc).encode("utf-8"))
+    _storage(out_dir).write_atomic(STOP_SIGNAL_FILE, json.dumps(doc).encode("utf-8"))
     return stop_signal_path(out_dir)
 
 
-def read_stop_signal(out_dir: str) -> dict[str, Any] | None:
+def read_stop_signal(out_dir: str | Storage) -> dict[str, Any] | None:
     """The signal's content, or None when there is no signal (or it cannot be read)."""
     try:
-        data = open_storage(out_dir).read(STOP_SIGNAL_FILE)
+        data = _storage(out_dir).read(STOP_SIGNAL_FILE)
     except FileNotFoundError:
         return None
     except Exception as e:  # a flaky read must not stop training, nor crash it
@@ -51,29 +60,29 @@ def read_stop_signal(out_dir: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else {}
 
 
-def stop_requested(out_dir: str) -> bool:
+def stop_requested(out_dir: str | Storage) -> bool:
     """True once a rule has asked the training writing to `out_dir` to stop."""
     try:
-        return open_storage(out_dir).exists(STOP_SIGNAL_FILE)
+        return _storage(out_dir).exists(STOP_SIGNAL_FILE)
     except Exception as e:
         logger.debug("could not check stop signal under %s: %s", out_dir, e)
         return False
 
 
-def clear_stop_signal(out_dir: str) -> None:
+def clear_stop_signal(out_dir: str | Storage) -> None:
     """Remove the signal (a new run reusing the out_dir should not stop at once)."""
     try:
-        open_storage(out_dir).delete(STOP_SIGNAL_FILE)
+        _storage(out_dir).delete(STOP_SIGNAL_FILE)
     except FileNotFoundError:
         pass
 
 
 class StopSignalPoller:
     """`should_stop()` checks storage at most every `interval_s` seconds (for S3 each check is
-    a request); once true, stays true."""
+    a request); once true, stays true. `out_dir`: a path or URI is opened once, here."""
 
-    def __init__(self, out_dir: str, interval_s: float = 5.0) -> None:
-        self.out_dir = out_dir
+    def __init__(self, out_dir: str | Storage, interval_s: float = 5.0) -> None:
+        self.storage = _storage(out_dir)
         self.interval_s = interval_s
         self._next = 0.0
         self._stop = False
@@ -84,7 +93,7 @@ class StopSignalPoller:
         now = time.monotonic()
         if now >= self._next:
             self._next = now + self.interval_s
-            self._stop = stop_requested(self.out_dir)
+            self._stop = stop_requested(self.storage)
         return self._stop
 
     def check_now(self) -> None:

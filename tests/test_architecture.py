@@ -1,11 +1,18 @@
-"""The package's shape, checked from its source with ast (nothing is imported):
+"""The package's shape, checked from its source with ast (nothing is imported). The source is
+smdebug_lite/ plus the images' programs at the repository's top level, container/ and
+rule_runner/, under the names they install as (smdebug_lite.container, smdebug_lite.rule_runner):
 
 * no import cycles between smdebug_lite modules;
 * layering (LAYER_RULES, the flow of docs/design.md): the bottom layer imports nothing above
   it; capture (hooks, framework adapters, writer) and reading (index, trials) never import each
-  other's side, nor anything above them; rules never import the rule runner or above; only the
+  other's side, nor anything above them, and the index never imports the trials built on it;
+  rules never import the rule runner or above; only the
   cli imports the cli; nothing imports the optional integrations (lightning, huggingface);
-* no code reaches into another object's private attributes (``other._name``).
+* no code reaches into another object's private attributes (``other._name``);
+* framework hooks (FRAMEWORK_HOOKS) never move the step cursor (the step machine in
+  hooks/step_machine.py owns every path through a step) and never assign or use their base
+  classes' private state;
+* no class has more than MAX_INSTANCE_ATTRIBUTES instance attributes, its bases' included.
 
 Imports count wherever they are written (module level or inside a function: both run), except
 under ``if TYPE_CHECKING:``. An edge goes to the module named: ``from pkg import sub`` to
@@ -31,6 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ROOT = REPO / "smdebug_lite"
 PKG = "smdebug_lite"
+# Subpackages kept at the repository's top level; the wheel installs them under PKG.
+TOP_LEVEL_PROGRAMS = ("container", "rule_runner")
 
 # -- allowlists ----------------------------------------------------------------------------------
 
@@ -58,13 +67,13 @@ LAYER_EDGES_BY_DESIGN: dict[str, str] = {
 # a framework's internal or a marker this package sets on objects it does not own.
 PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
     # Markers set on objects the package patches or wraps.
-    "smdebug_lite/launcher/attach_tensorflow.py: current._smd_original":
+    "container/attach_tensorflow.py: current._smd_original":
         "the Keras method the launcher replaced, kept on its replacement to undo the patch",
-    "smdebug_lite/launcher/attach_tensorflow.py: method._smd_original":
+    "container/attach_tensorflow.py: method._smd_original":
         "the Keras method the launcher replaced, kept on its replacement to undo the patch",
-    "smdebug_lite/launcher/attach_xgboost.py: current._smd_original":
+    "container/attach_xgboost.py: current._smd_original":
         "xgboost.train as it was, kept on the launcher's replacement to undo the patch",
-    "smdebug_lite/launcher/attach_xgboost.py: train._smd_original":
+    "container/attach_xgboost.py: train._smd_original":
         "xgboost.train as it was, kept on the launcher's replacement to undo the patch",
     "smdebug_lite/redact.py: record._smdebug_redacted":
         "a log record scrubbed once, marked so that a second handler does not scrub it again",
@@ -76,19 +85,19 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "the hook attached to a GradientTape it wraps",
     "smdebug_lite/pytorch/hook.py: loss_module._module_name":
         "smdebug's name marker on a torch module, which smdebug's published hook code reads",
-    "smdebug_lite/pytorch/hook.py: m._module_name":
+    "smdebug_lite/pytorch/smdebug_methods.py: m._module_name":
         "smdebug's name marker on a torch module, which smdebug's published hook code reads",
-    "smdebug_lite/pytorch/hook.py: root.inner._module_name":
+    "smdebug_lite/pytorch/smdebug_methods.py: root.inner._module_name":
         "smdebug's name marker on a torch module, which smdebug's published hook code reads",
     # Framework internals the adapters rely on; each has a comment at its use and a test that
     # fails when torch or Keras move them.
-    "smdebug_lite/launcher/attach_pytorch.py: module._get_name":
+    "container/attach_pytorch.py: module._get_name":
         "torch's module class name, as nn.Module's repr shows it",
     "smdebug_lite/pytorch/hook.py: inner._get_name":
         "torch's module class name, as nn.Module's repr shows it",
     "smdebug_lite/pytorch/hook.py: loss_module._get_name":
         "torch's module class name, as nn.Module's repr shows it",
-    "smdebug_lite/pytorch/hook.py: p._post_accumulate_grad_hooks":
+    "smdebug_lite/pytorch/torch_hooks.py: p._post_accumulate_grad_hooks":
         "torch's per-parameter gradient hooks: no public way to list or remove them",
     "smdebug_lite/pytorch/step_call.py: g._global_backward_hooks":
         "torch's global module hook dicts: the step call skips them when all are empty",
@@ -130,19 +139,21 @@ PRIVATE_ACCESS_ALLOWED: set[str] = set()
 #   bottom -> capture (hooks and framework adapters) -> writer -> storage
 #   storage -> index -> trials -> table -> rules -> rule_runner -> distributed -> export/report
 #   -> cli
-# `stop_signal` and `trial_listeners` sit with the bottom: hooks talk through them to rules and
-# to the index compaction without importing either.
+# `stop_signal` sits with the bottom: hooks poll what rules write without importing them.
+# `format` holds what both sides share (the manifest document, index entries, record decoding):
+# the writer's compaction writes a manifest and a trial reads it, neither importing the other.
 BOTTOM = ("modes", "mode_keys", "exceptions", "env_settings", "logger", "redact", "reductions",
-          "config", "format", "storage", "stop_signal", "trial_listeners", "child_process")
+          "config", "format", "storage", "stop_signal")
 CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer")
 READING = ("index", "trials")
 OPTIONAL_INTEGRATIONS = ("lightning", "huggingface")
 
 
 def _top_level() -> tuple[str, ...]:
-    """Every subpackage and module directly under smdebug_lite."""
+    """Every subpackage and module directly under smdebug_lite, as installed."""
     names = {p.stem for p in ROOT.glob("*.py") if p.stem != "__init__"}
     names |= {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()}
+    names |= {n for n in TOP_LEVEL_PROGRAMS if (REPO / n / "__init__.py").is_file()}
     return tuple(sorted(names))
 
 
@@ -160,6 +171,8 @@ LAYER_RULES: list[tuple[tuple[str, ...], tuple[str, ...]]] = [
     # adapters' helpers that decode what they saved: none do today.)
     (READING, ("hooks", "writer", "rules", "rule_runner", "distributed", "cli", "report",
                "export")),
+    # The index is the trials' base: it never imports them.
+    (("index",), ("trials", "table")),
     # The table is duck-typed on a trial: trials import it (to_pandas), export writes it.
     (("table",), ("index", "trials", "hooks", "writer", "rules", "rule_runner", "distributed",
                   "cli", "report", "export")),
@@ -178,15 +191,21 @@ PUBLIC_UNDERSCORE_NAMES = frozenset({"_replace", "_asdict", "_fields", "_make", 
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[0] in TOP_LEVEL_PROGRAMS:
+        parts.insert(0, PKG)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
+def _source_files() -> list[Path]:
+    roots = [ROOT, *(REPO / name for name in TOP_LEVEL_PROGRAMS)]
+    return [p for root in roots for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts]
+
+
 @cache
 def _sources() -> dict[str, Path]:
-    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))
-            if "__pycache__" not in p.parts}
+    return {_module_name(p): p for p in _source_files()}
 
 
 @cache
@@ -334,16 +353,20 @@ def _within(module: str, top: str) -> bool:
     return module == full or module.startswith(full + ".")
 
 
+def _against_layering(module: str, target: str) -> bool:
+    """Whether LAYER_RULES forbid `module` to import `target`."""
+    return any(any(_within(module, top) for top in importers)
+               and any(_within(target, top) for top in forbidden)
+               for importers, forbidden in LAYER_RULES)
+
+
 def _layer_violations() -> list[tuple[str, str]]:
     """("importer -> imported", where) of each import against LAYER_RULES."""
     out = []
     for module, imported in _graph().items():
-        for importers, forbidden in LAYER_RULES:
-            if not any(_within(module, top) for top in importers):
-                continue
-            for target, line in sorted(imported.items()):
-                if any(_within(target, top) for top in forbidden):
-                    out.append((f"{module} -> {target}", f"{_rel(module)}:{line}"))
+        for target, line in sorted(imported.items()):
+            if _against_layering(module, target):
+                out.append((f"{module} -> {target}", f"{_rel(module)}:{line}"))
     return out
 
 
@@ -361,7 +384,7 @@ def _module_aliases(tree: ast.Module) -> set[str]:
                 ours = source.split(".")[0] == PKG or node.level
                 if ours:
                     if f"{source}.{alias.name}" in _sources() or (
-                            node.level and alias.name in {p.stem for p in ROOT.rglob("*.py")}):
+                            node.level and alias.name in {p.stem for p in _source_files()}):
                         names.add(bound)
                 elif alias.name[:1].islower() and alias.name != alias.name.upper():
                     names.add(bound)  # another library's submodule (`from torch import nn`)
@@ -421,6 +444,220 @@ def _dotted_module(expr: ast.Attribute, aliases: set[str]) -> bool:
             and all(p.islower() or p.startswith("_") for p in parts))
 
 
+# -- framework hooks and class size ---------------------------------------------------------------
+
+# The framework adapters: they answer the step machine (hooks/step_machine.py) and never move the
+# step cursor themselves, nor touch their base classes' private state.
+FRAMEWORK_HOOKS = ("pytorch", "tensorflow", "xgboost", "lightning", "huggingface", "callback_hook")
+# StepCursor's members that count steps or the quiet countdown (checked against its source).
+CURSOR_MOVES = frozenset({"advance", "advance_to", "count_quiet_step", "steps_ahead", "quiet_left",
+                          "quiet_epoch", "open_window"})
+STEP_CURSOR = f"{PKG}.hooks.step_cursor"
+
+MAX_INSTANCE_ATTRIBUTES = 30
+# Classes over MAX_INSTANCE_ATTRIBUTES today, by class name: to be emptied.
+LARGE_CLASSES_ALLOWED: set[str] = {
+    "CompactedIndex",  # (a compacted manifest's steps as columns: to be split into parts)
+}
+
+
+def _framework_modules() -> list[str]:
+    return [m for m in _sources() if any(_within(m, top) for top in FRAMEWORK_HOOKS)]
+
+
+@cache
+def _classes(module: str) -> dict[str, ast.ClassDef]:
+    return {n.name: n for n in _tree(module).body if isinstance(n, ast.ClassDef)}
+
+
+@cache
+def _bindings(module: str) -> dict[str, tuple[str, str | None]]:
+    """Names the module's imports of our modules bind: name -> (module, name there), or
+    (module, None) for a module."""
+    out: dict[str, tuple[str, str | None]] = {}
+    for node in ast.walk(_tree(module)):
+        if isinstance(node, ast.ImportFrom):
+            source = _absolute(module, node)
+            if source.split(".")[0] != PKG:
+                continue
+            for alias in node.names:
+                sub = f"{source}.{alias.name}"
+                out[alias.asname or alias.name] = (sub, None) if sub in _sources() else (source, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in _sources():
+                    out[alias.asname] = (alias.name, None)
+    return out
+
+
+def _find_class(module: str, name: str, seen: frozenset = frozenset()) -> tuple[str, ast.ClassDef] | None:
+    """Class `name` as `module` sees it: defined there, or imported (re-exports followed)."""
+    if (module, name) in seen or module not in _sources():
+        return None
+    if name in _classes(module):
+        return module, _classes(module)[name]
+    bound = _bindings(module).get(name)
+    if bound is None or bound[1] is None:
+        return None
+    return _find_class(bound[0], bound[1], seen | {(module, name)})
+
+
+def _ancestors(module: str, cls: ast.ClassDef) -> list[tuple[str, ast.ClassDef]]:
+    """The package's own classes among `cls`'s bases, theirs, and so on (others left out)."""
+    out: list[tuple[str, ast.ClassDef]] = []
+    todo = [(module, cls)]
+    while todo:
+        m, c = todo.pop(0)
+        for base in c.bases:
+            hit = None
+            if isinstance(base, ast.Name):
+                hit = _find_class(m, base.id)
+            elif isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name):
+                bound = _bindings(m).get(base.value.id)
+                if bound is not None and bound[1] is None:
+                    hit = _find_class(bound[0], base.attr)
+            if hit is not None and all(hit[1] is not k for _, k in out):
+                out.append(hit)
+                todo.append(hit)
+    return out
+
+
+def _is_self(expr: ast.expr) -> bool:
+    return isinstance(expr, ast.Name) and expr.id == "self"
+
+
+def _self_assignments(cls: ast.ClassDef) -> list[tuple[str, int]]:
+    """(attribute, line) of what the class's methods set on `self`: assignments (tuples
+    included), ``setattr(self, "x", ...)`` and ``self.__dict__.update(x=...)``."""
+    out = []
+    for fn in cls.body:
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            elif isinstance(node, ast.Call):
+                f = node.func
+                if (isinstance(f, ast.Name) and f.id == "setattr" and len(node.args) >= 2
+                        and _is_self(node.args[0]) and isinstance(node.args[1], ast.Constant)
+                        and isinstance(node.args[1].value, str)):
+                    out.append((node.args[1].value, node.lineno))
+                elif (isinstance(f, ast.Attribute) and f.attr == "update"
+                        and isinstance(f.value, ast.Attribute) and f.value.attr == "__dict__"
+                        and _is_self(f.value.value)):
+                    out += [(k.arg, node.lineno) for k in node.keywords if k.arg]
+            while targets:
+                t = targets.pop()
+                if isinstance(t, (ast.Tuple, ast.List)):
+                    targets += t.elts
+                elif isinstance(t, ast.Starred):
+                    targets.append(t.value)
+                elif isinstance(t, ast.Attribute) and _is_self(t.value):
+                    out.append((t.attr, t.lineno))
+    return out
+
+
+def _declares_fields(cls: ast.ClassDef) -> bool:
+    """A dataclass or a NamedTuple: its annotated class-level names are instance fields."""
+    for d in cls.decorator_list:
+        target = d.func if isinstance(d, ast.Call) else d
+        if (target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")) == "dataclass":
+            return True
+    return any(isinstance(b, ast.Name) and b.id == "NamedTuple" for b in cls.bases)
+
+
+def _class_level(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """(fields, defined): instance fields the class body declares (a dataclass's or
+    NamedTuple's annotated names, ``__slots__``), and the names it defines otherwise (methods,
+    properties, class attributes: setting one of those on `self` goes through it, or shadows it)."""
+    fields: set[str] = set()
+    defined: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            if _declares_fields(cls) and "ClassVar" not in ast.unparse(node.annotation):
+                fields.add(node.target.id)
+            elif node.value is not None:
+                defined.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                if not isinstance(t, ast.Name):
+                    continue
+                if t.id == "__slots__" and isinstance(node.value, (ast.Tuple, ast.List)):
+                    fields |= {e.value for e in node.value.elts
+                               if isinstance(e, ast.Constant) and e.value != "__weakref__"}
+                else:
+                    defined.add(t.id)
+    return fields, defined
+
+
+def _instance_attributes(module: str, cls: ast.ClassDef) -> set[str]:
+    """Every instance attribute of `cls`: its own and those of its ancestors in the package."""
+    fields: set[str] = set()
+    defined: set[str] = set()
+    assigned: set[str] = set()
+    for _, c in [(module, cls), *_ancestors(module, cls)]:
+        f, d = _class_level(c)
+        fields |= f
+        defined |= d
+        assigned |= {attr for attr, _ in _self_assignments(c)}
+    return fields | (assigned - defined)
+
+
+def _cursor_touches() -> list[str]:
+    """Where a framework hook imports the step cursor or touches it (`.cursor`, CURSOR_MOVES)."""
+    out = []
+    for module in _framework_modules():
+        for node in ast.walk(_tree(module)):
+            if isinstance(node, ast.ImportFrom):
+                source = _absolute(module, node)
+                names = {f"{source}.{a.name}" for a in node.names}
+                if source == STEP_CURSOR or STEP_CURSOR in names:
+                    out.append(f"{_rel(module)}:{node.lineno}: imports {STEP_CURSOR}")
+            elif isinstance(node, ast.Import) and any(a.name == STEP_CURSOR for a in node.names):
+                out.append(f"{_rel(module)}:{node.lineno}: imports {STEP_CURSOR}")
+            elif isinstance(node, ast.Attribute) and (node.attr == "cursor" or node.attr in CURSOR_MOVES):
+                out.append(f"{_rel(module)}:{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+def _base_state_uses() -> list[str]:
+    """Where a framework hook's class assigns or uses a private attribute that one of its
+    package ancestors assigns (its base's state: `self._pending_step = ...`)."""
+    out = []
+    for module in _framework_modules():
+        for cls in _classes(module).values():
+            private: set[str] = set()
+            for _, c in _ancestors(module, cls):
+                fields, _ = _class_level(c)
+                private |= {a for a, _ in _self_assignments(c) if _is_private(a)}
+                private |= {f for f in fields if _is_private(f)}
+            found = {(line, attr) for attr, line in _self_assignments(cls) if attr in private}
+            found |= {(node.lineno, node.attr) for node in ast.walk(cls)
+                      if isinstance(node, ast.Attribute) and _is_self(node.value)
+                      and node.attr in private}
+            out += [f"{_rel(module)}:{line}: {cls.name} sets or uses self.{attr}"
+                    for line, attr in sorted(found)]
+    return out
+
+
+def _large_classes() -> dict[str, list[str]]:
+    """{"module.Class": its instance attributes} of each class over MAX_INSTANCE_ATTRIBUTES."""
+    out = {}
+    for module in _sources():
+        if module.endswith("_pb2"):
+            continue
+        for cls in _classes(module).values():
+            attrs = _instance_attributes(module, cls)
+            if len(attrs) > MAX_INSTANCE_ATTRIBUTES:
+                out[f"{module}.{cls.name}"] = sorted(attrs)
+    return out
+
+
 # -- tests ---------------------------------------------------------------------------------------
 
 
@@ -472,9 +709,40 @@ def test_layer_rules_name_existing_modules():
     top = set(_top_level())
     named = {n for importers, forbidden in LAYER_RULES for n in (*importers, *forbidden)}
     assert named <= top, sorted(named - top)
-    assert {"hooks", "trials", "rules", "cli", "table"} <= top
+    assert {"hooks", "trials", "rules", "cli", "table", *TOP_LEVEL_PROGRAMS} <= top
+    # the programs at the top level are read under their installed names
+    assert {"smdebug_lite.container.train", "smdebug_lite.rule_runner.runner"} <= set(_sources())
     reasons = {**PRIVATE_ACCESS_BY_DESIGN, **LAYER_EDGES_BY_DESIGN}
     assert all(r.strip() and "\n" not in r for r in reasons.values())
+
+
+def test_the_layering_forbids_imports_up_or_across_the_sides():
+    """The write side (the writer and its compaction) and the read side (index, trials) share
+    only what lies below both (`format`); an import up or across is caught."""
+    forbidden = [
+        ("smdebug_lite.writer.compaction.compact", "smdebug_lite.index.reader"),
+        ("smdebug_lite.writer.compaction.compact", "smdebug_lite.trials.value_reader"),
+        ("smdebug_lite.writer.step_file_writer", "smdebug_lite.index"),
+        ("smdebug_lite.hooks.core", "smdebug_lite.trials"),
+        ("smdebug_lite.index.reader", "smdebug_lite.writer.compaction.compact"),
+        ("smdebug_lite.index.compacted", "smdebug_lite.trials.value_reader"),
+        ("smdebug_lite.index", "smdebug_lite.hooks.core"),
+        ("smdebug_lite.format.manifest", "smdebug_lite.index.compacted"),
+        ("smdebug_lite.format.step_index", "smdebug_lite.trials"),
+        ("smdebug_lite.format.entry_record", "smdebug_lite.writer"),
+        ("smdebug_lite.stop_signal", "smdebug_lite.rules"),
+    ]
+    allowed = [
+        ("smdebug_lite.writer.compaction.compact", "smdebug_lite.format.manifest"),
+        ("smdebug_lite.writer.step_file_writer", "smdebug_lite.writer.compaction.rolling"),
+        ("smdebug_lite.hooks.core", "smdebug_lite.writer.compaction"),
+        ("smdebug_lite.index.reader", "smdebug_lite.format.step_index"),
+        ("smdebug_lite.trials.value_reader", "smdebug_lite.format.entry_record"),
+        ("smdebug_lite.trials.trial", "smdebug_lite.index"),
+        ("smdebug_lite.cli.report", "smdebug_lite.writer.compaction"),
+    ]
+    assert [e for e in forbidden if not _against_layering(*e)] == []
+    assert [e for e in allowed if _against_layering(*e)] == []
 
 
 def test_the_checker_sees_what_it_should(tmp_path):
@@ -508,3 +776,49 @@ def test_the_checker_sees_what_it_should(tmp_path):
     graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}}
     assert _cycles(graph, set()) == [["a", "b", "c"]]
     assert _cycles(graph, {"c -> a"}) == []
+
+
+def test_framework_hooks_never_move_the_step_cursor():
+    found = _cursor_touches()
+    assert not found, ("framework hooks touch the step cursor (steps go through the step "
+                       "machine, hooks/step_machine.py):\n" + "\n".join(found))
+
+
+def test_cursor_moves_are_step_cursor_members():
+    """CURSOR_MOVES names what StepCursor has: a rename there cannot make the check vacuous."""
+    cls = _classes(STEP_CURSOR)["StepCursor"]
+    fields, defined = _class_level(cls)
+    assert CURSOR_MOVES <= fields | defined, sorted(CURSOR_MOVES - fields - defined)
+
+
+def test_framework_hooks_leave_their_bases_private_state_alone():
+    found = _base_state_uses()
+    assert not found, ("framework hooks set or use private state of their base classes (ask "
+                       "the base through a public method instead):\n" + "\n".join(found))
+
+
+def test_no_class_has_more_than_30_instance_attributes():
+    large = _large_classes()
+    print("\n".join(f"{name}: {len(attrs)}" for name, attrs in large.items()))
+    over = {name: attrs for name, attrs in large.items()
+            if name.rsplit(".", 1)[1] not in LARGE_CLASSES_ALLOWED}
+    assert not over, "classes over the limit (their bases' attributes included):\n" + "\n".join(
+        f"{name} ({len(attrs)}): {', '.join(attrs)}" for name, attrs in over.items())
+    fixed = LARGE_CLASSES_ALLOWED - {name.rsplit(".", 1)[1] for name in large}
+    assert not fixed, f"fixed: remove from LARGE_CLASSES_ALLOWED: {sorted(fixed)}"
+
+
+def test_the_class_checks_see_what_they_should():
+    """The attribute counter and the base-state finder on known shapes."""
+    tree = ast.parse(
+        "@dataclass\nclass D:\n    a: int\n    b: ClassVar[int] = 0\n"
+        "class S:\n    __slots__ = ('x', '__weakref__')\n    def __init__(self):\n        self.x = 1\n"
+        "class C:\n    p = property(lambda self: 1)\n"
+        "    def __init__(self):\n        self.a, (self.b, self._c) = 1, (2, 3)\n"
+        "        setattr(self, 'd', 4)\n        self.__dict__.update(e=5)\n        self.p = 6\n"
+        "    def later(self):\n        def inner():\n            self.f += 1\n        other.g = 1\n")
+    d, s, c = (n for n in tree.body if isinstance(n, ast.ClassDef))
+    assert _class_level(d)[0] == {"a"}
+    assert _class_level(s)[0] == {"x"}
+    fields, defined = _class_level(c)
+    assert {a for a, _ in _self_assignments(c)} - defined - fields == {"a", "b", "_c", "d", "e", "f"}

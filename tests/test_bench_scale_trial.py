@@ -31,9 +31,9 @@ if _log_level is None:
     os.environ.pop("SMDEBUG_LOG_LEVEL", None)
 else:
     os.environ["SMDEBUG_LOG_LEVEL"] = _log_level
-from smdebug_lite.index.compact import compact_trial  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
+from smdebug_lite.writer.compaction import compact_trial  # noqa: E402
 
 # Past 128 (a two-byte step varint) and 1000 (mode steps of four digits, a second index group).
 STEPS, WORKERS, SCALARS = 1130, 2, 3

@@ -16,9 +16,9 @@ from test_manifest import snapshot, write_steps
 from test_s3_trial import upload_dir
 from trial_queries import answer, canonical
 
-from smdebug_lite.index import manifest
-from smdebug_lite.index.compact import compact_at_close, compact_trial
+from smdebug_lite.format import manifest
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_at_close, compact_trial
 
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 

@@ -10,8 +10,11 @@ from __future__ import annotations
 import ast
 import importlib
 import importlib.util
+import itertools
+import os
 import pkgutil
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -45,7 +48,14 @@ def _walk_smdebug_lite() -> tuple[dict[str, Path], dict[str, str]]:
         skipped[name] = exc.name  # type: ignore[union-attr]
 
     sources: dict[str, Path] = {}
-    for info in pkgutil.walk_packages(smdebug_lite.__path__, "smdebug_lite.", onerror=onerror):
+    walks = [pkgutil.walk_packages(smdebug_lite.__path__, "smdebug_lite.", onerror=onerror)]
+    # The images' programs: at the repository's top level in a checkout, which the walk of the
+    # package's own directory does not list.
+    for program in ("smdebug_lite.container", "smdebug_lite.rule_runner"):
+        package = importlib.import_module(program)
+        sources[program] = Path(package.__file__)
+        walks.append(pkgutil.walk_packages(package.__path__, f"{program}.", onerror=onerror))
+    for info in itertools.chain(*walks):
         spec = info.module_finder.find_spec(info.name)  # type: ignore[call-arg]
         assert spec is not None and spec.origin, info.name
         sources[info.name] = Path(spec.origin)
@@ -95,7 +105,8 @@ def walked() -> tuple[dict[str, Path], dict[str, str]]:
 
 def test_walk_finds_the_library_and_its_compat_layer(walked):
     sources, skipped = walked
-    assert {"smdebug_lite.trials.trial", "smdebug_lite.compat.core.utils"} <= set(sources)
+    assert {"smdebug_lite.trials.trial", "smdebug_lite.compat.core.utils",
+            "smdebug_lite.container.train", "smdebug_lite.rule_runner.runner"} <= set(sources)
     # smdebug.core's modules need no framework: they must always import.
     assert not [n for n in skipped if n.startswith(COMPAT + ".core")], skipped
 
@@ -183,3 +194,48 @@ def test_an_aliased_module_keeps_its_own_spec():
     assert modes.__spec__.name == "smdebug_lite.compat.core.modes"
     assert not hasattr(modes, "__path__")  # a module, not a package
     assert importlib.import_module("smdebug.core.access_layer").__path__
+
+
+def _run_fresh(code: str) -> None:
+    """Run `code` in a new interpreter (nothing imported yet) on the checkout; it must exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_from_an_smdebug_package_import_a_compat_submodule():
+    """``from smdebug.pytorch import singleton_utils`` with nothing imported before it: the
+    submodule lives in compat, the package in smdebug_lite (a fresh interpreter, so no earlier
+    dotted import has put it in sys.modules)."""
+    code = (
+        "import _smdebug_lite_alias; _smdebug_lite_alias.install()\n"
+        "from smdebug.pytorch import singleton_utils\n"
+        "from smdebug.core import modes\n"
+        "import smdebug_lite.compat.pytorch.singleton_utils as real\n"
+        "assert singleton_utils is real, singleton_utils\n"
+        "assert modes.ModeKeys.TRAIN.value == 1\n"
+        "import importlib.util\n"
+        "assert importlib.util.find_spec('smdebug_lite.pytorch.no_such_module') is None\n"
+    )
+    _run_fresh(code)
+
+
+def test_compat_packages_load_each_module_once():
+    """Importing smdebug's action modules through the alias executes each compat file once:
+    no copy of a compat module under an ``smdebug_lite.<pkg>`` name."""
+    code = (
+        "import sys, _smdebug_lite_alias; _smdebug_lite_alias.install()\n"
+        "import smdebug.rules.action.action, smdebug.rules.action.message_action\n"
+        "from smdebug.rules.action import Actions\n"
+        "import smdebug.core.modes\n"
+        "seen = {}\n"
+        "for name, m in list(sys.modules.items()):\n"
+        "    f = getattr(m, '__file__', None) or ''\n"
+        "    if '/compat/' in f:\n"
+        "        seen.setdefault(f, {})[id(m)] = name\n"
+        "dupes = {f: sorted(ids.values()) for f, ids in seen.items() if len(ids) > 1}\n"
+        "assert not dupes, dupes\n"
+    )
+    _run_fresh(code)

@@ -21,7 +21,10 @@ except ModuleNotFoundError:  # Python 3.10
     tomllib = pytest.importorskip("tomli")
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCKS = ("requirements.lock", "requirements-training.lock", "requirements-build.lock")
+RUNTIME_LOCK = "rule_runner/requirements.lock"  # the runtime both images share
+TRAINING_LOCK = "container/requirements-training.lock"
+BUILD_LOCK = "requirements-build.lock"
+LOCKS = (RUNTIME_LOCK, TRAINING_LOCK, BUILD_LOCK)
 RAW_IP_URL = re.compile(r"\w+://\d{1,3}(\.\d{1,3}){3}")
 PIPE_TO_SHELL = re.compile(r"(curl|wget)\b[^|\n]*\|\s*(ba|z)?sh\b")
 
@@ -153,20 +156,20 @@ def _pins(lock: str) -> dict[str, str]:
 
 
 def test_lock_files_pin_exact_versions_that_satisfy_pyproject() -> None:
-    runtime = _pins("requirements.lock")
+    runtime = _pins(RUNTIME_LOCK)
     for name in ("numpy", "protobuf", "boto3", "crc32c", "ml-dtypes"):
-        assert name in runtime, f"requirements.lock lacks {name}"
+        assert name in runtime, f"{RUNTIME_LOCK} lacks {name}"
     for dep in _pyproject()["project"]["dependencies"]:
         req = Requirement(dep)
         key = re.sub(r"[-_.]+", "-", req.name).lower()
         assert Version(runtime[key]) in req.specifier, f"{key}=={runtime[key]} vs {dep}"
-    training = _pins("requirements-training.lock")
+    training = _pins(TRAINING_LOCK)
     assert "torch" in training
     torch_req = Requirement(next(d for d in _pyproject()["project"]["optional-dependencies"]
                                  ["torch"] if d.startswith("torch")))
     assert Version(training["torch"]) in torch_req.specifier
     assert not set(runtime) & set(training), "the training lock repeats runtime pins"
-    assert "hatchling" in _pins("requirements-build.lock")
+    assert "hatchling" in _pins(BUILD_LOCK)
 
 
 def test_copied_paths_exist_and_are_not_dockerignored(dockerfile) -> None:
@@ -241,16 +244,79 @@ def test_buildspec_commands_are_valid_bash(buildspec) -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+# The images' programs: a top-level directory each, installed as smdebug_lite.<name>.
+PROGRAMS = {"container": TRAINING_LOCK, "rule_runner": RUNTIME_LOCK}
+
+
+def test_top_level_holds_the_images_programs() -> None:
+    for name, lock in PROGRAMS.items():
+        top = ROOT / name
+        assert (top / "__init__.py").is_file() and (top / "README.md").is_file(), name
+        assert Path(lock).parent.name == name and (ROOT / lock).is_file(), lock
+    for old in ("launcher", "container", "rule_runner"):
+        assert not (ROOT / "smdebug_lite" / old).exists(), f"smdebug_lite/{old} is back"
+
+
 def test_wheel_installs_no_generic_top_level_package() -> None:
-    """The container programs live under smdebug_lite; a top-level `container` or `rule_runner`
-    would collide with other distributions."""
+    """The programs install under smdebug_lite; a top-level `container` or `rule_runner` would
+    collide with other distributions. From a checkout the same names import (the package maps
+    them), so the console scripts resolve."""
     import importlib
 
     wheel = _pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]
-    assert wheel["packages"] == ["smdebug_lite"]
+    assert sorted(wheel["only-include"]) == ["container", "rule_runner", "smdebug_lite"]
+    assert wheel["sources"] == {name: f"smdebug_lite/{name}" for name in PROGRAMS}
     scripts = _pyproject()["project"]["scripts"]
     for name in ("smdebug-rule-runner", "smdebug-train"):
         module, _, attr = scripts[name].partition(":")
         assert module.startswith("smdebug_lite."), scripts[name]
         assert callable(getattr(importlib.import_module(module), attr)), scripts[name]
-    assert not (ROOT / "container").exists() and not (ROOT / "rule_runner").exists()
+    for name in PROGRAMS:
+        package = importlib.import_module(f"smdebug_lite.{name}")
+        assert Path(package.__file__).resolve() == ROOT / name / "__init__.py"
+
+
+@pytest.mark.timeout(300)
+def test_built_wheel_holds_the_programs_inside_the_package(tmp_path) -> None:
+    import importlib.util
+    import sys
+    import zipfile
+
+    if importlib.util.find_spec("hatchling") is None:
+        pytest.skip("hatchling (the build backend) is not installed")
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                           "--no-index", "-q", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = tmp_path.glob("smdebug_lite-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"smdebug_lite", "_smdebug_lite_alias.py", "smdebug_lite-alias.pth"}, tops
+    for name in PROGRAMS:
+        sources = {p.relative_to(ROOT).as_posix() for p in (ROOT / name).glob("*.py")}
+        packaged = {n.removeprefix("smdebug_lite/") for n in names
+                    if n.startswith(f"smdebug_lite/{name}/")}
+        assert packaged == sources, (name, sorted(packaged ^ sources))
+    assert "smdebug_lite/rules/__init__.py" in names
+    assert not [n for n in names if n.endswith((".md", ".lock", ".pyc"))]
+    entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+    text = zipfile.ZipFile(wheel).read(entry_points).decode()
+    assert "smdebug-train = smdebug_lite.container.train:main" in text
+    assert "smdebug-rule-runner = smdebug_lite.rule_runner.__main__:main" in text
+
+
+def test_wheel_stage_copies_every_file_the_wheel_build_reads(dockerfile) -> None:
+    """The image builds its wheel from COPYed files only: one left out (the README pyproject
+    names, LICENSE, the alias) fails the build or silently leaves it out of the wheel."""
+    stages, _ = dockerfile
+    copied = {src.rstrip("/") for instr in stages["wheel"].instructions
+              if instr.name == "COPY" and "--from=" not in instr.args
+              for src in shlex.split(instr.args)[:-1]}
+    project = _pyproject()["project"]
+    wheel = _pyproject()["tool"]["hatch"]["build"]["targets"]["wheel"]
+    readme = project["readme"] if isinstance(project["readme"], str) else project["readme"]["file"]
+    needed = {"pyproject.toml", readme, *project.get("license-files", []),
+              *wheel["only-include"], *wheel.get("force-include", {})}
+    assert needed <= copied, f"the wheel stage does not COPY {sorted(needed - copied)}"
+    runtime = " ".join(i.args for i in stages["runtime"].instructions)
+    assert "--from=wheel" in runtime and re.search(r"pip install --no-deps \S*/\*\.whl", runtime)

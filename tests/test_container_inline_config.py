@@ -53,7 +53,7 @@ def run(tmp_path: Path, args: list[str], env: dict[str, str]) -> subprocess.Comp
                 if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME", "SMDEBUG_HOOK_CONFIG")}
     full_env.update({"PYTHONPATH": str(REPO), "SM_OPT_ML": str(tmp_path),
                      "SMDEBUG_CONFIG_FILE_PATH": str(tmp_path / "input/config/none.json"), **env})
-    return subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", *args],
+    return subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", *args],
                           cwd=tmp_path, env=full_env, capture_output=True, text=True,
                           timeout=300)
 

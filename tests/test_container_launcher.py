@@ -79,7 +79,7 @@ def _launch(tmp_path: Path, *args: str, env: dict | None = None, script: str = T
                 if k not in ("SMDEBUG_CONFIG_FILE_PATH", "USE_SMDEBUG", "TRAINING_JOB_NAME")}
     full_env["PYTHONPATH"] = str(REPO)
     full_env.update(env or {})
-    return subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", str(script_path),
+    return subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", str(script_path),
                            *args],
                           capture_output=True, text=True, cwd=tmp_path, env=full_env, timeout=300)
 
@@ -182,3 +182,14 @@ def test_activation_checkpointing_under_the_launcher(tmp_path):
     assert steps_of(data, "block.1_output_0", "TRAIN") == [0, 2, 4]
     assert steps_of(data, "CrossEntropyLoss_output_0", "TRAIN") == [0, 2, 4]
     assert not any(n.endswith("_1") for d in data.values() for n in d.tensors)
+
+
+@pytest.mark.parametrize(("args", "code"), [(["--help"], 0), (["-h"], 0), ([], 2), (["-m"], 2)])
+def test_usage_on_help_and_on_missing_arguments(args, code):
+    from smdebug_lite.container.train import USAGE
+
+    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", *args],
+                          cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert (proc.stdout if code == 0 else proc.stderr).strip() == USAGE

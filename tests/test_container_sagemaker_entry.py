@@ -19,7 +19,7 @@ print("ARGS " + json.dumps(sys.argv[1:]))
 def run_train(opt_ml: Path, env_extra: dict) -> subprocess.CompletedProcess:
     env = dict(os.environ, SM_OPT_ML=str(opt_ml), PYTHONPATH=str(REPO),
                SMDEBUG_CONFIG_FILE_PATH=str(opt_ml / "input/config/none.json"), **env_extra)
-    return subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", "train"],
+    return subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", "train"],
                           cwd=str(opt_ml), env=env, capture_output=True, text=True, timeout=120)
 
 

@@ -146,9 +146,9 @@ TRAINING_ENV = {
     "SMDEBUG_HANDLE_SIGTERM": "perhaps",  # hooks/shutdown.py, first hook
     "SMDEBUG_WRITER_START_TIMEOUT_S": "soon",  # writer/process/handle.py, first write
     "SMDEBUG_SIGTERM_CLOSE_TIMEOUT_S": "-1",  # hooks/shutdown.py, on SIGTERM
-    "SMDEBUG_COMPACT": "sometimes",  # index/compact.py, hook close
-    "SMDEBUG_COMPACT_MIN_FILES": "abc",  # index/compact.py, hook close
-    "SMDEBUG_COMPACT_ROLLING": "often",  # index/rolling.py, first step written
+    "SMDEBUG_COMPACT": "sometimes",  # writer/compaction/compact.py, hook close
+    "SMDEBUG_COMPACT_MIN_FILES": "abc",  # writer/compaction/compact.py, hook close
+    "SMDEBUG_COMPACT_ROLLING": "often",  # writer/compaction/rolling.py, first step written
 }
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from trial_builders import write_job
 
-from smdebug_lite.index.reader import _shapes_as_strings, _shapes_searched, parse_step_index
+from smdebug_lite.format.step_index import _shapes_as_strings, _shapes_searched, parse_step_index
 from smdebug_lite.trials import create_trial
 
 NAMES = ["w", "a[0]", "b]", "[c", "d], \"shape\": [1", "e[: 1, [f", "g]}, {\"x\": [2"]

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from test_manifest import snapshot, write_steps
 
-from smdebug_lite.index import inflate_ahead as ia
-from smdebug_lite.index import manifest
-from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.format import inflate_ahead as ia
+from smdebug_lite.format import manifest
 from smdebug_lite.storage import open_storage
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial
 
 
 @pytest.fixture

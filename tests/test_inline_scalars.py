@@ -117,9 +117,9 @@ def test_compaction_does_not_repeat_what_the_entries_carry(job, monkeypatch, par
     """The manifest's record headers leave out values the entries already hold; opened whole
     or on demand, the compacted trial still answers every value from the index (the tensor
     sections hold them all)."""
-    from smdebug_lite.index import manifest
-    from smdebug_lite.index.compact import compact_trial
+    from smdebug_lite.format import manifest
     from smdebug_lite.storage import open_storage
+    from smdebug_lite.writer.compaction import compact_trial
 
     compact_trial(str(job))
     storage = open_storage(str(job))

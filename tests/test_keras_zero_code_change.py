@@ -58,7 +58,7 @@ def test_unmodified_keras_script(tmp_path, keras_version):
     env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
     if keras_version == 2:
         env["TF_USE_LEGACY_KERAS"] = "1"
-    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", "train.py"],
+    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", "train.py"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "TRAINING DONE" in proc.stdout

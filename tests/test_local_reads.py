@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from smdebug_lite.index.reader import parse_step_index
+from smdebug_lite.format.step_index import parse_step_index
 from smdebug_lite.storage import local_reads
 from smdebug_lite.storage.local_reads import read_many
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from smdebug_lite.config import CollectionManager
+from smdebug_lite.format import manifest
 from smdebug_lite.format.index_file import IndexDocument, TensorEntry
 from smdebug_lite.format.inline_value import encode_inline
 from smdebug_lite.format.locations import (
@@ -23,11 +24,11 @@ from smdebug_lite.format.locations import (
     index_file_name,
 )
 from smdebug_lite.format.tensor_codec import encode_tensor_record
-from smdebug_lite.index import IndexReader, inline_value, manifest
-from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.index import IndexReader, inline_value
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import open_storage
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction.compact import compact_trial, write_head
 
 
 def value_at(name: str, step: int, worker: int) -> np.ndarray:
@@ -204,7 +205,7 @@ def test_chunk_records_are_checked_against_the_step_range(tmp_path):
     m = manifest.read_head(manifest_storage(tmp_path))
     m.chunks[0] = dataclasses.replace(m.chunks[0], last_step=5)
     m.last_key = "index/000000000/000000000005_worker_1.json"
-    manifest.write_head(manifest_storage(tmp_path), m)
+    write_head(manifest_storage(tmp_path), m)
     with pytest.raises(manifest.ManifestInvalid, match="header last_step=9; expected 5"):
         manifest.read_chunks(manifest_storage(tmp_path), m.chunks)
 

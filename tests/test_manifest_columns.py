@@ -14,11 +14,11 @@ from test_manifest import snapshot, write_steps
 from test_s3_trial import upload_dir
 
 from smdebug_lite.exceptions import IndexFileCorrupted
+from smdebug_lite.format import manifest
 from smdebug_lite.format.locations import index_file_name
-from smdebug_lite.index import manifest
-from smdebug_lite.index.compact import compact_trial
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial
 
 
 @pytest.fixture(autouse=True)

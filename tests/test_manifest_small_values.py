@@ -14,11 +14,11 @@ import pytest
 from test_trial_inline_values import answers, described, gets, without_manifest
 from test_trial_inline_values import train as train_layers
 
-from smdebug_lite.index import manifest
-from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.format import manifest
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import open_storage
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial
 
 STEPS = 24
 # 20 x 16 float32: 1,280 bytes, over the default 1,024

@@ -883,7 +883,7 @@ def test_a_copy_of_a_hooked_model_is_another_model(tmp_path):
     assert sorted(step for _, step in data) == [0, 1]
     assert np.array_equal(data[("worker_0", 1)].tensors["MLP_fc1.weight"],
                           twin.fc1.weight.detach().numpy())  # (nobody trained: same weights)
-    from smdebug_lite.pytorch.hook import _Inert
+    from smdebug_lite.pytorch.torch_hooks import Inert
 
     for m in (twin, loaded):
-        assert all(isinstance(h, _Inert) for h in m._forward_pre_hooks.values())
+        assert all(isinstance(h, Inert) for h in m._forward_pre_hooks.values())

@@ -167,7 +167,9 @@ def test_cli_rules_over_a_prefix_on_a_cluster_by_address(cluster, sweep, tmp_pat
 
 def test_nothing_but_the_ray_engine_imports_ray():
     importers = []
-    for path in sorted((REPO / "smdebug_lite").rglob("*.py")):
+    sources = [p for top in ("smdebug_lite", "container", "rule_runner")  # the images' programs too
+               for p in (REPO / top).rglob("*.py")]
+    for path in sorted(sources):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])

@@ -20,10 +20,9 @@ from conftest import kept_log_records
 from small_training import train
 from test_manifest import snapshot, write_steps
 
-from smdebug_lite.index import manifest as mf
-from smdebug_lite.index import rolling
-from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.format import manifest as mf
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial, rolling
 
 REPO = Path(__file__).resolve().parents[1]
 STEPS = 2050  # two whole blocks of 1,000 steps and a tail
@@ -191,7 +190,7 @@ def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
     write_steps(tmp_path, range(12), workers=1)
     (tmp_path / mf.MANIFEST_DIR).write_text("not a directory")
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=5, min_files=0)
-    with contextmanager(kept_log_records)("smdebug_lite.index.rolling") as records:
+    with contextmanager(kept_log_records)("smdebug_lite.writer.compaction.rolling") as records:
         c.step_written(4)
         deadline = time.monotonic() + 30
         while c.failed is None and time.monotonic() < deadline:
@@ -201,6 +200,25 @@ def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
     assert c.failed is not None and len(c.results) == 0
     warned = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
     assert len(warned) == 1 and str(tmp_path) in warned[0] and "hook closes" in warned[0]
+
+
+def test_the_writers_calls_never_raise(tmp_path, monkeypatch):
+    """The writer calls `step_written` after each step and `writing_ended` as it finishes: a
+    compactor that fails is logged, and the writer goes on."""
+    def broken(*_: object) -> None:
+        raise RuntimeError("can't start new thread")
+
+    for name in ("SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(rolling.RollingCompactor, "step_written", broken)
+    monkeypatch.setattr(rolling.RollingCompactor, "end", broken)
+    with contextmanager(kept_log_records)("smdebug_lite.writer.compaction.rolling") as records:
+        rolling.step_written(str(tmp_path), 7)
+        rolling.writing_ended(str(tmp_path))
+    warned = [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert len(warned) == 2 and all(str(tmp_path) in w for w in warned)
+    assert "after step 7" in warned[0] and "as its writer finished" in warned[1]
+    assert rolling.compactor_of(str(tmp_path)) is None
 
 
 @pytest.mark.parametrize("switch", ["SMDEBUG_COMPACT", "SMDEBUG_COMPACT_ROLLING"])
@@ -271,7 +289,7 @@ def test_a_compaction_past_the_end_wait_is_stopped_not_left_running(tmp_path, mo
             ".write(str(os.getpid())); time.sleep(120)"]
     monkeypatch.setattr(rolling, "child_argv", lambda *_: hung)
     c = rolling.RollingCompactor(str(trial), chunk_steps=10, min_files=0)
-    with contextmanager(kept_log_records)("smdebug_lite.index.rolling") as records:
+    with contextmanager(kept_log_records)("smdebug_lite.writer.compaction.rolling") as records:
         c.step_written(10)
         deadline = time.monotonic() + 30
         while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:

@@ -164,6 +164,26 @@ def test_email_and_sms_subscribe_and_publish(s3_endpoint, trial):
     assert email.last_publish_response["MessageId"]
 
 
+def test_email_through_the_rule_runners_evaluation(s3_endpoint, tmp_path):
+    """action_json reaches the rule as the rule container passes it (a RuleJob's action_json)."""
+    from moto.sns.models import sns_backends
+
+    from smdebug_lite.rule_runner.evaluation import RuleJob, evaluate_job
+
+    out = write_trial(str(tmp_path / "rising"), scalar_steps(6))
+    endpoint = "runner.job@example.com"
+    outcome = evaluate_job(RuleJob(
+        out, "LossNotDecreasing", params={"mode": "TRAIN", "num_steps": "2",
+                                          "tensor_regex": "loss"},
+        action_json=json.dumps([{"name": "email", "endpoint": endpoint}])))
+    assert outcome.status == "IssuesFound"
+    topic = next(t for t in sns_backends[ACCOUNT]["us-east-1"].topics.values()
+                 if t.arn.endswith(":SMDebugRules"))
+    mine = [str(n) for n in topic.sent_notifications
+            if "LossNotDecreasing fired" in str(n) and endpoint in str(n)]
+    assert len(mine) == 1 and f"at step {outcome.step}" in mine[0]
+
+
 def test_aws_errors_never_crash_the_rule(monkeypatch, trial, caplog):
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")  # nothing listens there
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")

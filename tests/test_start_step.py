@@ -14,6 +14,7 @@ from torch import nn
 import smdebug_lite.pytorch as smd
 from smdebug_lite.exceptions import SMDebugTypeError, SMDebugValueError
 from smdebug_lite.hooks.core import HookCore
+from smdebug_lite.hooks.step_machine import StepMachine
 from smdebug_lite.pytorch.hook import Hook
 from smdebug_lite.trials import create_trial
 
@@ -185,19 +186,19 @@ def _scalar_run(out_dir, steps: int = 40, interval: int = 4) -> None:
 
 def test_scalars_at_saving_steps_keep_the_steady_cycle(tmp_path, monkeypatch):
     taken = {"begin": 0}
-    begin = Hook._steady_begin
+    begin = StepMachine._cycle_begin
 
     def counting_begin(self, cycle, roots):
         done = begin(self, cycle, roots)
         taken["begin"] += done
         return done
 
-    monkeypatch.setattr(Hook, "_steady_begin", counting_begin)
+    monkeypatch.setattr(StepMachine, "_cycle_begin", counting_begin)
     _scalar_run(tmp_path / "steady")
     assert taken["begin"] >= 5
     with monkeypatch.context() as m:  # scalars written as the hook core writes them
         m.setattr(Hook, "save_scalar", HookCore.save_scalar)
-        m.setattr(Hook, "_take_steady", lambda self, *a: None)
+        m.setattr(StepMachine, "_take_cycle", lambda self, *a: None)
         _scalar_run(tmp_path / "general")
     got, want = read_out_dir(tmp_path / "steady"), read_out_dir(tmp_path / "general")
     assert sorted(got) == sorted(want) and len(want) == 10

@@ -1,4 +1,4 @@
-"""The steady saving cycle (`smdebug_lite.pytorch.steady_cycle`) writes exactly what the general
+"""The steady saving cycle (`smdebug_lite.hooks.steady_cycle`) writes exactly what the general
 path writes: the same training script, disturbed in every way the cycle relies on, gives the
 same files with the cycle as with the general path alone; and a plain run does take it."""
 
@@ -14,7 +14,7 @@ from _pytorch_support import read_out_dir, seeded_without_hook  # noqa: F401  (a
 from torch import nn
 
 import smdebug_lite.pytorch as smd
-from smdebug_lite.pytorch.hook import Hook
+from smdebug_lite.hooks.step_machine import StepMachine
 
 torch.set_num_threads(1)
 pytestmark = pytest.mark.usefixtures("seeded_without_hook")
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("seeded_without_hook")
 def cycles(monkeypatch):
     """Counts saving steps started and ended by the cycle."""
     counts = {"begin": 0, "end": 0}
-    begin, end = Hook._steady_begin, Hook._steady_end
+    begin, end = StepMachine._cycle_begin, StepMachine._cycle_end
 
     def counting_begin(self, cycle, module):
         done = begin(self, cycle, module)
@@ -36,8 +36,8 @@ def cycles(monkeypatch):
         counts["end"] += done
         return done
 
-    monkeypatch.setattr(Hook, "_steady_begin", counting_begin)
-    monkeypatch.setattr(Hook, "_steady_end", counting_end)
+    monkeypatch.setattr(StepMachine, "_cycle_begin", counting_begin)
+    monkeypatch.setattr(StepMachine, "_cycle_end", counting_end)
     return counts
 
 
@@ -93,7 +93,7 @@ def _both_ways(tmp_path, monkeypatch, cycles, **kwargs) -> dict[str, int]:
     _run(tmp_path / "steady", **kwargs)
     taken = dict(cycles)
     with monkeypatch.context() as m:
-        m.setattr(Hook, "_take_steady", lambda self, *a: None)
+        m.setattr(StepMachine, "_take_cycle", lambda self, *a: None)
         _run(tmp_path / "general", **kwargs)
     assert cycles == taken  # (the general run took no cycle)
     _same_files(tmp_path / "steady", tmp_path / "general")

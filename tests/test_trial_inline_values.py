@@ -18,10 +18,10 @@ from test_s3_trial import upload_dir
 from torch import nn
 
 import smdebug_lite.pytorch as smd
-from smdebug_lite.index import manifest
-from smdebug_lite.index.compact import compact_trial
+from smdebug_lite.format import manifest
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial
 
 GOLDEN = sorted(p.name for p in GOLDEN_DIR.iterdir() if (p / "index").is_dir())
 MODES = (ModeKeys.GLOBAL, ModeKeys.TRAIN, ModeKeys.EVAL)

@@ -53,7 +53,7 @@ def test_unmodified_xgboost_script(tmp_path, api):
     (tmp_path / "train.py").write_text(SCRIPT)
     env = {k: v for k, v in os.environ.items() if k not in ("USE_SMDEBUG", "TRAINING_JOB_NAME")}
     env.update(PYTHONPATH=str(REPO), SMDEBUG_CONFIG_FILE_PATH=str(config))
-    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", "train.py", api],
+    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", "train.py", api],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(proc.stdout.split("RESULT", 1)[1])

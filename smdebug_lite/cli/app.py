@@ -15,7 +15,7 @@ HELP = """Look at SageMaker Debugger trials (written by smdebug-lite or smdebug)
 TRIAL is a local directory or an s3://bucket/prefix. Exit codes: 0 ok; 1 rules found issues;
 2 bad arguments or a rule error; 3 no trial there; 4 unknown tensor or collection; 5 nothing
 saved at that step or mode; 6 unreadable or damaged files; 7 optional feature not installed;
-8 the output exists.
+8 the output exists; watch: 2 also when the trial stopped being written, 130 interrupted.
 
 Examples:
 
@@ -26,6 +26,8 @@ Examples:
     smdebug-lite show ./my-trial CrossEntropyLoss_output_0
 
     smdebug-lite rules ./my-trial --rule VanishingGradient -p threshold=1e-6
+
+    smdebug-lite watch ./my-trial --rule LossNotDecreasing
 
     smdebug-lite export ./my-trial ./my-trial.parquet
 """
@@ -58,6 +60,7 @@ def build_app() -> typer.Typer:
     from smdebug_lite.cli.rules import rules
     from smdebug_lite.cli.show import show
     from smdebug_lite.cli.summary import summary
+    from smdebug_lite.cli.watch import watch
 
     app = typer.Typer(help=HELP, no_args_is_help=True, add_completion=False,
                       rich_markup_mode=None, pretty_exceptions_enable=False)
@@ -69,6 +72,6 @@ def build_app() -> typer.Typer:
 
     for fn, name in ((summary, "summary"), (ls, "ls"), (show, "show"), (rules, "rules"),
                      (export, "export"), (report, "report"), (tensorboard, "tensorboard"),
-                     (compact, "compact")):
+                     (compact, "compact"), (watch, "watch")):
         app.command(name)(fn)
     return app

@@ -65,7 +65,7 @@ def compact(trial: Annotated[str, typer.Argument(metavar="TRIAL",
     with handled():
         if "://" not in trial:
             check_local_trial(trial)
-        compact_trial = _feature("smdebug_lite.index.compact", "compact_trial",
+        compact_trial = _feature("smdebug_lite.writer.compaction", "compact_trial",
                                  "Trial compaction")
         with console.spinner(f"Compacting {trial}", quiet or json):
             result = compact_trial(trial)

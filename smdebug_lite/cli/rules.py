@@ -23,6 +23,23 @@ Params = Annotated[list[str] | None, typer.Option(
     "--param", "-p", help="rule parameter KEY=VALUE, given to every rule (repeatable)")]
 RuleFile = Annotated[str | None, typer.Option(
     "--rule-file", help="a .py file (or .tar.gz) defining the custom rule classes")]
+ActionJson = Annotated[str | None, typer.Option(
+    "--action-json", metavar="JSON",
+    help="actions run when a rule's condition is met, as the rule container's action_json "
+         "(e.g. [{\"name\": \"webhook\", \"url\": \"https://...\"}]); @FILE reads it from a "
+         "file, which keeps a webhook URL out of the process list")]
+
+
+def read_action_json(value: str | None) -> str | None:
+    """The action_json text, read from the file when given as @FILE."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = value[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        fail(f"--action-json {value}: cannot read the file: {e.strerror or e}", EXIT_ERROR)
 
 
 def parse_params(items: list[str] | None) -> dict[str, str]:
@@ -36,13 +53,15 @@ def parse_params(items: list[str] | None) -> dict[str, str]:
 
 
 def build_jobs(trials: list[str], rules: list[str], params: dict[str, str],
-               rule_file: str | None, start_step: int | None, end_step: int | None) -> list[Any]:
+               rule_file: str | None, start_step: int | None, end_step: int | None,
+               action_json: str | None = None, trial_timeout: float | None = None) -> list[Any]:
     from smdebug_lite.distributed import RuleJob
 
     if start_step is not None and end_step is not None and end_step <= start_step:
         fail(f"--end-step {end_step} must be greater than --start-step {start_step}", EXIT_ERROR)
     return [RuleJob(trial=t, rule=r, params=dict(params), rule_file=rule_file,
-                    start_step=start_step, end_step=end_step)
+                    start_step=start_step, end_step=end_step, action_json=action_json,
+                    trial_timeout=trial_timeout)
             for t in trials for r in rules]
 
 
@@ -57,6 +76,7 @@ def rules(trials: Annotated[list[str], typer.Argument(
               metavar="TRIAL...", help="trial directories or s3:// URIs, or prefixes of trials")],
           rule: Rules, param: Params = None, rule_file: RuleFile = None,
           start_step: StartStep = None, end_step: EndStep = None,
+          action_json: ActionJson = None,
           engine: Annotated[str, typer.Option(help="local, or ray (a Ray cluster)")] = "local",
           ray_address: Annotated[str | None, typer.Option(help="Ray cluster address")] = None,
           json: Json = False, quiet: Quiet = False) -> None:
@@ -70,6 +90,8 @@ def rules(trials: Annotated[list[str], typer.Argument(
         smdebug-lite rules ./run1 ./run2 --rule LossNotDecreasing --rule ExplodingTensor
 
         smdebug-lite rules ./my-trial --rule MyRule --rule-file my_rules.py --json
+
+        smdebug-lite rules ./my-trial --rule LossNotDecreasing --action-json @actions.json
     """
     from smdebug_lite.distributed import (
         EngineUnavailable,
@@ -80,7 +102,7 @@ def rules(trials: Annotated[list[str], typer.Argument(
 
     with handled():
         jobs = build_jobs(expand_trials(trials), rule, parse_params(param), rule_file,
-                          start_step, end_step)
+                          start_step, end_step, read_action_json(action_json))
         outcomes = []
         with console.step_progress("", quiet or json) as update:
 

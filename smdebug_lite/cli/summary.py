@@ -30,13 +30,39 @@ def trial_summary(trial: Any, uri: str) -> dict[str, Any]:
         "collections": collections,
         "training_ended": bool(trial.loaded_all_steps or trial.storage.exists(END_OF_JOB_FILE)),
         "size_bytes": disk_size(uri),
+        **first_non_finite(trial),
     }
+
+
+def first_non_finite(trial: Any) -> dict[str, Any]:
+    """The earliest non-finite record as a dict (None: no worker wrote one); a damaged record
+    is reported beside it rather than failing the whole summary."""
+    from smdebug_lite.exceptions import NonFiniteRecordDamaged
+
+    try:
+        record = trial.first_non_finite()
+    except NonFiniteRecordDamaged as e:
+        return {"first_non_finite": None, "non_finite_error": str(e)}
+    return {"first_non_finite": None if record is None else record.to_dict()}
+
+
+def non_finite_text(data: dict[str, Any]) -> str:
+    if data.get("non_finite_error"):
+        return f"unreadable: {data['non_finite_error']}"
+    found = data["first_non_finite"]
+    if found is None:
+        return "none recorded"
+    from smdebug_lite.format.non_finite import NonFiniteRecord
+
+    fields = {k: v for k, v in found.items() if k != "version"}
+    return NonFiniteRecord(**fields).describe()
 
 
 def summary(trial: Trial, json: Json = False, quiet: Quiet = False,
             timeout: Timeout = DEFAULT_TIMEOUT) -> None:
     """Steps per mode, workers, collections with tensor counts, first/last step, whether
-    training ended, size on disk.
+    training ended, size on disk, and where a NaN or Inf first appeared when a worker
+    recorded it (non_finite/).
 
     Examples:
 
@@ -57,6 +83,7 @@ def summary(trial: Trial, json: Json = False, quiet: Quiet = False,
         ["workers", ", ".join(data["workers"]) or "none"],
         ["tensors", data["tensors"]],
         ["training ended", "yes" if data["training_ended"] else "no (still being written?)"],
+        ["first NaN/Inf", non_finite_text(data)],
         ["size on disk", human_bytes(data["size_bytes"])],
     ]
     console.table(None, ["", ""], rows)

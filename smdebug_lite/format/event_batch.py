@@ -22,9 +22,11 @@ _MIN_GROUP = 8  # fewer records of a length are walked one by one
 _MAGIC = np.frombuffer(b"\xb3\xc0\x2d\x06", np.uint8)  # smdebug's footer, little-endian
 
 
-def view_events(datas: Sequence[bytes], lengths: Sequence[int]) -> list[np.ndarray | None]:
+def view_events(datas: Sequence[bytes], lengths: Sequence[int],
+                tag: str | None = None) -> list[np.ndarray | None]:
     """The tensor of each framed record `datas[i]` (expected `lengths[i]` bytes long) as a
-    read-only array, or None where the framing fails or the layout needs protobuf."""
+    read-only array, or None where the framing fails, the layout needs protobuf or the
+    record's tag is not `tag` (when given: the tensor name the index gives)."""
     out: list[np.ndarray | None] = [None] * len(datas)
     groups: dict[int, list[int]] = {}
     for i, data in enumerate(datas):
@@ -36,18 +38,19 @@ def view_events(datas: Sequence[bytes], lengths: Sequence[int]) -> list[np.ndarr
             else:
                 g.append(i)
     for length, idx in groups.items():
-        if len(idx) < _MIN_GROUP or not _view_group(datas, idx, length, out):
+        if len(idx) < _MIN_GROUP or not _view_group(datas, idx, length, out, tag):
             for i in idx:
-                out[i] = view_event(datas[i], 0, length)
+                out[i] = view_event(datas[i], 0, length, tag)
     return out
 
 
 def _view_group(datas: Sequence[bytes], idx: list[int], length: int,
-                out: list[np.ndarray | None]) -> bool:
+                out: list[np.ndarray | None], tag: str | None) -> bool:
     """Fill `out` for the records `idx`, all `length` bytes long; False when the first of
-    them cannot be viewed (then each is walked alone)."""
+    them cannot be viewed (then each is walked alone). The first one's tag is compared with
+    `tag`; the others' are among the bytes compared with the first's."""
     first = datas[idx[0]]
-    found = locate(first, 0, length)
+    found = locate(first, 0, length, None if tag is None else tag.encode("utf-8"))
     if found is None or first[length - 4 : length] != _MAGIC.tobytes():
         return False
     step_start, template_start, content, dtype, shape = found
@@ -75,5 +78,5 @@ def _view_group(datas: Sequence[bytes], idx: list[int], length: int,
             out[i] = arr
     else:
         for k, i in enumerate(idx):
-            out[i] = views[k] if ok[k] else view_event(datas[i], 0, length)
+            out[i] = views[k] if ok[k] else view_event(datas[i], 0, length, tag)
     return True

@@ -63,10 +63,12 @@ def view_event(data: bytes, base: int, length: int, tag: str | None = None) -> n
     """The tensor of the framed record data[base:base+length] as a read-only view of `data`,
     or None when the framing fails or the layout needs protobuf.
 
-    `tag` (the tensor name the index gives) lets a record be checked against the last record
-    of that name and length walked in full: the same framing header (so the same verified
-    length CRC), smdebug's footer, a step varint of the same width and the same bytes from
-    there to the tensor bytes mean the same layout, at a third of the cost of a walk."""
+    `tag` (the tensor name the index gives) must be the record's tag (an entry pointing at
+    another tensor's record views nothing), and lets a record be checked against the last
+    record of that name and length walked in full: the same framing header (so the same
+    verified length CRC), smdebug's footer, a step varint of the same width and the same bytes
+    from there to the tensor bytes (the tag among them) mean the same layout, at a third of the
+    cost of a walk."""
     if tag is not None:
         t = _TEMPLATES.get((tag, length))
         if t is not None:
@@ -76,7 +78,7 @@ def view_event(data: bytes, base: int, length: int, tag: str | None = None) -> n
                     and data[base + s1 : base + content] == between
                     and (s0 == s1 or _step_varint_ok(data, base + s0, base + s1))):
                 return np.ndarray(shape, dtype, data, base + content)
-    found = locate(data, base, length)
+    found = locate(data, base, length, None if tag is None else tag.encode("utf-8"))
     if found is None:
         return None
     s0, s1, content, dtype, shape = found
@@ -101,10 +103,11 @@ def _step_varint_ok(data: bytes, start: int, end: int) -> bool:
 Location = tuple[int, int, int, np.dtype, tuple[int, ...]]
 
 
-def locate(data: bytes, base: int, length: int) -> Location | None:
+def locate(data: bytes, base: int, length: int, tag: bytes | None = None) -> Location | None:
     """Where the framed record data[base:base+length] keeps its step varint (start, end; equal
     when the event has no step) and its tensor bytes (offset), with the tensor's dtype and
-    shape; None when the framing fails or the layout needs protobuf."""
+    shape; None when the framing fails, the layout needs protobuf, or the record's tag is not
+    `tag` (when given: the name its index entry gives)."""
     end = base + length - 4
     if end > len(data) - 4 or length < 16:
         return None
@@ -160,14 +163,18 @@ def locate(data: bytes, base: int, length: int) -> Location | None:
             n, p = _varint_rest(d, p + 2, n)
         if p + n > end:
             return None
-        # Value.tag (skipped), then Value.tensor.
+        # Value.tag (compared with `tag` when given), then Value.tensor.
         if d[p] == 0x0A:
             n = d[p + 1]
             if n & 0x80:
                 n, p = _varint_rest(d, p + 2, n)
-                p += n
             else:
-                p += 2 + n
+                p += 2
+            if tag is not None and d[p : p + n] != tag:
+                return None
+            p += n
+        elif tag:
+            return None
         if d[p] != 0x42:
             return None
         n = d[p + 1]

@@ -2,7 +2,9 @@
 
 Names are smdebug's exactly: `events/<STEP12>/<STEP12>_<worker>.tfevents`,
 `index/<STEP//1000 as 9 digits>/<STEP12>_<worker>.json`,
-`collections/000000000/<worker>_collections.json`, `training_job_end.ts`.
+`collections/000000000/<worker>_collections.json`, `training_job_end.ts`. Added here:
+`non_finite/<worker>.json`, where a worker first met a NaN or Inf (`format/non_finite.py`);
+smdebug 1.0.34 lists only `index/`, `events/` and `collections/`, so it never sees them.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ COLLECTIONS_DIR = "collections/000000000"
 END_OF_JOB_FILE = "training_job_end.ts"
 CLAIM_FILE = "claim.smd"
 TENSORBOARD_DIR = "tensorboard"
+NON_FINITE_DIR = "non_finite"
 INDEX_GROUP_SIZE = 1000
 DEFAULT_WORKER = "worker_0"
 
 _INDEX_RE = re.compile(r"(?:^|/)(\d+)_(.+)\.(?:json|csv)$")
 _EVENT_RE = re.compile(r"(?:^|/)(\d+)_(.+)\.tfevents$")
 _COLLECTIONS_RE = re.compile(r"(?:^|/)collections/[^/]+/(.+)_collections\.(?:json|ts)$")
+_NON_FINITE_RE = re.compile(rf"(?:^|/){NON_FINITE_DIR}/([^/]+)\.json$")
 
 
 def check_step(step: int) -> int:
@@ -51,6 +55,10 @@ def index_file_name(step: int, worker: str) -> str:
 
 def collections_file_name(worker: str) -> str:
     return f"{COLLECTIONS_DIR}/{worker}_collections.json"
+
+
+def non_finite_file_name(worker: str) -> str:
+    return f"{NON_FINITE_DIR}/{serialize_worker(worker)}.json"
 
 
 def tensorboard_file_name(tb_dir: str, mode_name: str, step: int) -> str:
@@ -90,4 +98,10 @@ def parse_event_file_name(path: str) -> tuple[int, str] | None:
 
 def parse_collections_file_name(path: str) -> str | None:
     m = _COLLECTIONS_RE.search(path)
+    return None if m is None else deserialize_worker(m.group(1))
+
+
+def parse_non_finite_file_name(path: str) -> str | None:
+    """The worker of a non-finite record's file, or None for anything else (e.g. .tmp)."""
+    m = _NON_FINITE_RE.search(path)
     return None if m is None else deserialize_worker(m.group(1))

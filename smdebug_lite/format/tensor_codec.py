@@ -185,6 +185,21 @@ def _dims(tag: str, shape: tuple[int, ...]) -> bytes:
     )
 
 
+def tensor_head(tag: str, proto_dtype: int, shape: tuple[int, ...], nbytes: int) -> bytes:
+    """The bytes a numeric record holds right before its tensor bytes: Value.tag, then the
+    TensorProto's head (dtype, shape, length of `nbytes` tensor bytes). They depend on nothing
+    else (not the step, time or mode), so a reader compares them with the record's to check
+    that an index entry describes it (`format.entry_check`). `encode_tensor_record` writes the
+    same bytes (a test holds the two together)."""
+    tp_head = (b"\x08" + varint(proto_dtype) if proto_dtype else b"") + _field(
+        b"\x12", _dims(tag, shape))
+    if nbytes:
+        tp_head += b"\x22" + varint(nbytes)
+    tag_b = tag.encode("utf-8")
+    return ((_field(b"\x0a", tag_b) if tag_b else b"") + b"\x42" + varint(len(tp_head) + nbytes)
+            + tp_head)
+
+
 @dataclass(frozen=True, slots=True)
 class EncodedRecord:
     """One framed record ready to append to an event file, plus what its index entry needs."""
@@ -293,6 +308,17 @@ def narrow(arr: np.ndarray, orig_dtype: str | None) -> np.ndarray:
 
 
 _LOW_PRECISION_NAMES = {d.name for d in LOW_PRECISION_FLOATS}
+# Stored dtype (`dtype.str`) -> the logical dtype names `to_storable` widens to it: an index
+# entry's `orig_dtype` is one of these, or damaged.
+WIDENED_FROM: dict[str, frozenset[str]] = {
+    "<i4": frozenset([d.name for d, (_, to) in _WIDENED.items() if to == np.dtype(np.int32)]
+                     + [d.name for d in SUB_BYTE_INTS]),
+    "<i8": frozenset([d.name for d, (_, to) in _WIDENED.items() if to == np.dtype(np.int64)]
+                     + ["uint64"]),
+    "<c16": frozenset(d.name for d, (_, to) in _WIDENED.items()
+                      if to == np.dtype(np.complex128)),
+    "<f4": frozenset(_LOW_PRECISION_NAMES),
+}
 
 
 def array_from_tensor_proto(tp: pb.TensorProto) -> np.ndarray:

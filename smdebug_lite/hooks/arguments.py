@@ -1,7 +1,11 @@
-"""The constructor arguments every hook shares, checked in one place.
+"""The constructor arguments every hook shares: declared once, checked in one place.
 
-PyTorch, Keras and XGBoost hooks all pass their arguments through `check_hook_arguments`, so a
-wrong type or value is refused the same way everywhere, at construction, with an error naming
+`check_hook_arguments` declares them (names, order, defaults, annotations) and checks them.
+`hook_constructor` gives each hook's ``__init__`` that signature (PyTorch, Keras and XGBoost hooks,
+and the Lightning and Hugging Face callbacks, whose own arguments follow the shared ones), so
+``inspect.signature``, ``help()`` and positional calls see one list written in one place.
+
+A wrong type or value is refused the same way everywhere, at construction, with an error naming
 the argument, the value and what was expected (`ArgumentTypeError`, a TypeError and a
 SMDebugValueError, or SMDebugValueError). Everything smdebug 1.0.34 accepted and used is still
 accepted: nested lists of collection names, a single name or regex as a str, SaveConfig /
@@ -10,7 +14,9 @@ SaveConfigMode / dict save configs, truthy flags.
 
 from __future__ import annotations
 
+import inspect
 import numbers
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +31,7 @@ from smdebug_lite.config.arguments import (
     value_error,
 )
 from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig
+from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugTypeError, SMDebugValueError
 from smdebug_lite.modes import ModeKeys, parse_mode
 from smdebug_lite.storage import is_s3_path
@@ -36,7 +42,9 @@ INCLUDE_WORKERS = ("one", "all")
 
 @dataclass
 class HookArguments:
-    """The shared arguments, normalised: paths are str, flags bool, lists lists."""
+    """The shared arguments, normalised: paths are str, flags bool, lists lists. A hook keeps
+    them as `HookCore.arguments`, with its defaults worked out (absolute out_dir, its save
+    interval, raw tensors saved), and shows them as smdebug's attributes (`hook.out_dir`, ...)."""
 
     out_dir: str
     export_tensorboard: bool
@@ -81,18 +89,19 @@ def check_save_config(value: Any) -> SaveConfig | None:
 
 
 def check_hook_arguments(
-    out_dir: Any,
-    export_tensorboard: Any = False,
-    tensorboard_dir: Any = None,
-    dry_run: Any = False,
-    reduction_config: Any = None,
-    save_config: Any = None,
-    include_regex: Any = None,
-    include_collections: Any = None,
-    save_all: Any = False,
-    include_workers: Any = "one",
+    out_dir: str,
+    export_tensorboard: bool = False,
+    tensorboard_dir: str | None = None,
+    dry_run: bool = False,
+    reduction_config: ReductionConfig | None = None,
+    save_config: SaveConfig | SaveConfigMode | dict | None = None,
+    include_regex: str | Iterable[str] | None = None,
+    include_collections: str | Iterable[str] | None = None,
+    save_all: bool = False,
+    include_workers: str = "one",
 ) -> HookArguments:
-    """Every shared hook argument checked and normalised, in the constructor's order."""
+    """Every shared hook argument checked and normalised. Its parameters are the declaration of
+    the hooks' shared constructor arguments (`hook_constructor`)."""
     return HookArguments(
         out_dir=check_out_dir(out_dir),
         export_tensorboard=check_flag("export_tensorboard", export_tensorboard),
@@ -105,6 +114,52 @@ def check_hook_arguments(
         save_all=check_flag("save_all", save_all, list_of_one=True),
         include_workers=check_choice("include_workers", include_workers, INCLUDE_WORKERS),
     )
+
+
+SHARED_PARAMETERS = tuple(inspect.signature(check_hook_arguments).parameters.values())
+_NO_ANNOTATION = inspect.Parameter.empty
+
+Constructor = Callable[..., None]
+
+
+def hook_constructor(*, optional_out_dir: bool = False, untyped: tuple[str, ...] = ()
+                     ) -> Callable[[Constructor], Constructor]:
+    """Decorate ``__init__(self, shared: dict[str, Any], <own arguments>)`` so that its public
+    signature is the shared arguments (`SHARED_PARAMETERS`), then its own. It is called with the
+    shared arguments as given (defaults filled in, in their order) and its own by name.
+
+    `optional_out_dir`: out_dir defaults to None (a callback that can read DebugHookConfig
+    JSON instead; XGBoost's hook); `untyped`: shared arguments shown without an annotation (the
+    XGBoost hook's `reduction_config`, which it ignores, has always been shown so)."""
+
+    def decorate(body: Constructor) -> Constructor:
+        own = inspect.signature(body)
+        self_param, _, *extra = own.parameters.values()
+        shared = []
+        for p in SHARED_PARAMETERS:
+            if p.name == "out_dir" and optional_out_dir:
+                p = p.replace(default=None, annotation="str | None")
+            if p.name in untyped:
+                p = p.replace(annotation=_NO_ANNOTATION)
+            shared.append(p)
+        signature = inspect.Signature([self_param, *shared, *extra],
+                                      return_annotation=own.return_annotation)
+        names = [p.name for p in shared]
+        extra_names = [p.name for p in extra]
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            bound = signature.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            given = bound.arguments
+            body(self, {n: given[n] for n in names}, **{n: given[n] for n in extra_names})
+
+        __init__.__signature__ = signature  # type: ignore[attr-defined]
+        __init__.__doc__ = body.__doc__
+        __init__.__module__ = body.__module__
+        __init__.__qualname__ = body.__qualname__
+        return __init__
+
+    return decorate
 
 
 def check_start_step(step: Any, mode: Any, current_step: int) -> tuple[int | None, ModeKeys | None]:
@@ -125,7 +180,9 @@ def check_start_step(step: Any, mode: Any, current_step: int) -> tuple[int | Non
 __all__ = [
     "INCLUDE_WORKERS",
     "HookArguments",
+    "SHARED_PARAMETERS",
     "check_hook_arguments",
+    "hook_constructor",
     "check_start_step",
     "check_out_dir",
     "check_reduction_config",

@@ -1,7 +1,18 @@
-"""What every hook shares: steps and modes, which tensors to save when, and the failure policy.
+"""What every hook shares: configuration, which tensors to save when, and the failure policy.
 
-Framework adapters (`smdebug_lite.pytorch`, `.tensorflow`, `.xgboost`) only find tensors and turn
-them into numpy arrays (computing reductions with the framework's own ops). They call:
+A hook is this core, its parts (each in its own module) and a framework adapter:
+
+* `arguments` (the constructor's arguments, resolved) and `collections` (`config.hook_collections`);
+* `steps`, the step machine (`step_machine`): every path through a step, its counters on
+  `cursor` (`step_cursor`), the steady saving cycle (`steady_cycle`) and replays;
+* `plans` (`capture_plan`): which tensors, which reductions, at the current step;
+* `storage`, the out_dir opened once, and `trial_output` (`trial_output`): the worker's identity,
+  the claim, the writer, the collections file; `stop_signal` reads the same storage;
+* `side_outputs` (`side_outputs`): TensorBoard and SageMaker Metrics.
+
+Framework adapters (`smdebug_lite.pytorch`, `.tensorflow`, `.xgboost`) find tensors and turn them
+into numpy arrays (computing reductions with the framework's own ops); they give the step
+machine a `Capture` (`step_capture()`), and call:
 
     core.start_step()                 # a new step begins (or core.set_step(n) for XGBoost)
     plan = core.plan(name)            # None when nothing is to be saved for `name` now
@@ -16,11 +27,13 @@ error is logged once, loudly, with the cause, and the hook disables itself; trai
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import operator
 import os
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, TypeVar
 
 import numpy as np
@@ -30,11 +43,9 @@ from smdebug_lite.config.collection import (
     SCALAR_COLLECTIONS,
     Collection,
     CollectionKeys,
-    builtin_collections,
     default_include_collections,
-    tensor_names_version,
 )
-from smdebug_lite.config.collection_manager import CollectionManager
+from smdebug_lite.config.hook_collections import resolve_collections
 from smdebug_lite.config.hook_json import HookSettings, parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
@@ -42,29 +53,28 @@ from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
 from smdebug_lite.format.locations import END_OF_JOB_FILE
 from smdebug_lite.format.tensor_codec import unwrap_quantized
 from smdebug_lite.hooks import registry, shutdown
-from smdebug_lite.hooks.arguments import check_hook_arguments, check_start_step
+from smdebug_lite.hooks.arguments import (
+    HookArguments,
+    check_hook_arguments,
+    check_start_step,
+    hook_constructor,
+)
 from smdebug_lite.hooks.capture_plan import CapturePlan, TensorPlan
-from smdebug_lite.hooks.out_dir_claim import OutDirClaim
 from smdebug_lite.hooks.side_outputs import (
     SageMakerMetricsOutput,
     SideOutputs,
     TensorBoardOutput,
 )
 from smdebug_lite.hooks.step_cursor import StepCursor
+from smdebug_lite.hooks.step_machine import Capture, StepMachine
 from smdebug_lite.hooks.training_state import TrainingState
+from smdebug_lite.hooks.trial_output import SilentDisable, TrialOutput
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.reductions import reduction_tensor_name
 from smdebug_lite.stop_signal import StopSignalPoller
 from smdebug_lite.storage import is_s3_path, open_storage
-from smdebug_lite.writer import (
-    PendingStep,
-    ProcessTrialWriter,
-    TrialWriter,
-    WriteFailed,
-    on_sagemaker,
-    open_trial_writer,
-)
+from smdebug_lite.writer import PendingStep, ProcessTrialWriter, TrialWriter, WriteFailed
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 
 logger = get_logger(__name__)
@@ -87,13 +97,24 @@ def to_numpy_value(value) -> np.ndarray:
     return np.asarray(value)
 
 
-class HookCore:
-    """Base of every hook. Subclasses set `framework` and may override the worker methods.
+def _on_part(path: str, doc: str) -> property:
+    """An attribute kept on one of the hook's parts (``"part.name"``), read and set through the
+    hook as smdebug's hooks had it (read by `operator.attrgetter`: no Python call)."""
+    part, name = path.split(".")
 
-    Its parts, each in its own module: `cursor` (steps, modes, which collections save now),
-    `plans` (which tensors, which reductions), `side_outputs` (TensorBoard, SageMaker
-    Metrics), the out_dir claim and the live-hook registry. Adapters use those parts' public
-    methods and the core's; none reaches into another object's private state."""
+    def set_value(self: Any, value: Any) -> None:
+        setattr(getattr(self, part), name, value)
+
+    return property(operator.attrgetter(path), set_value, doc=doc)
+
+
+class HookCore:
+    """Base of every hook. Subclasses set `framework`, may override the worker methods, and
+    give the step machine their `Capture` (`step_capture`).
+
+    Its parts are listed in the module docstring. Adapters use those parts' public methods and
+    the core's; none reaches into another object's private state, and none moves the step
+    cursor: steps begin and end through `steps` (or the core's `start_step`/`end_step`)."""
 
     framework = "pytorch"
     default_save_interval = 500
@@ -102,86 +123,30 @@ class HookCore:
     # empty regexes there are expected, not a configuration mistake.
     adapter_collections: frozenset[str] = frozenset()
 
-    def __init__(
-        self,
-        out_dir: str,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
-        dry_run: bool = False,
-        reduction_config: ReductionConfig | None = None,
-        save_config: SaveConfig | SaveConfigMode | dict | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        include_collections: str | Iterable[str] | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-    ) -> None:
-        args = check_hook_arguments(  # (one place for every framework: hooks/arguments.py)
-            out_dir, export_tensorboard, tensorboard_dir, dry_run, reduction_config, save_config,
-            include_regex, include_collections, save_all, include_workers)
-        out_dir, include_regex, include_collections = (
-            args.out_dir, args.include_regex, args.include_collections)
-        self.out_dir = out_dir if is_s3_path(out_dir) else os.path.abspath(os.path.expanduser(out_dir))
-        self.dry_run = args.dry_run
-        self.export_tensorboard = args.export_tensorboard
-        self.tensorboard_dir = args.tensorboard_dir or (
-            os.path.join(self.out_dir, "tensorboard") if self.export_tensorboard else None
-        )
-        self.save_config = args.save_config or SaveConfig(save_interval=self.default_save_interval)
-        self.save_config.merge_default_save_config(
-            None, SaveConfigMode(save_interval=self.default_save_interval)
-        )
-        self.reduction_config = args.reduction_config or ReductionConfig(save_raw_tensor=True)
-        self.include_workers = args.include_workers
-        self.save_all = args.save_all
-        self._storage_refused = False  # (see `_check_out_dir`)
-
-        self.collection_manager = CollectionManager()
-        plain = builtin_collections(self.framework)
-        for name, regexes in plain.items():
-            self.collection_manager.get(name, create_if_not_exists=True).include(regexes)
-        # smdebug-lite's extra built-ins (PyTorch inputs/outputs) exist only once asked for:
-        # included, or fetched with get_collection. smdebug's collections file never listed them.
-        extended = builtin_collections(self.framework, extensions=True)
-        self._extension_collections = {n: r for n, r in extended.items() if n not in plain}
-        self.include_collections: list[str] = []
-        if isinstance(include_collections, str):
-            include_collections = [include_collections]
-        for name in list(include_collections or []) + default_include_collections(self.framework):
-            if name not in self.include_collections:
-                self.include_collections.append(name)
-        if include_regex:
-            regexes = [include_regex] if isinstance(include_regex, str) else list(include_regex)
-            self.collection_manager.get(CollectionKeys.DEFAULT).include(regexes)
-            if CollectionKeys.DEFAULT not in self.include_collections:
-                self.include_collections.append(CollectionKeys.DEFAULT)
-        if self.save_all:
-            self.collection_manager.get(CollectionKeys.ALL).include(".*")
-            if CollectionKeys.ALL not in self.include_collections:
-                self.include_collections.append(CollectionKeys.ALL)
-
+    @hook_constructor()
+    def __init__(self, shared: dict[str, Any]) -> None:
+        args = check_hook_arguments(**shared)  # (one place for every framework: hooks/arguments.py)
+        self.arguments = self._resolved(args)
+        args = self.arguments
+        self.collections = resolve_collections(self.framework, args.include_regex,
+                                               args.include_collections, args.save_all)
+        # The out_dir, opened once: the writer, the stop signal, the claim and the end marker
+        # all use this one.
+        self.storage = open_storage(args.out_dir)
+        self.trial_output = TrialOutput(args, self.storage)
         self.cursor = StepCursor()
         self.plans = CapturePlan(self._collections_of)
         self.side_outputs = SideOutputs()
+        self.steps = StepMachine(self, self.cursor, self.plans, self.step_capture())
         self.disabled = False
-        self._write_failure_reported = False  # (see `disable`)
-        self.last_saved_step: int | None = None
         self._prepared = False
-        self._pending_step: PendingStep | None = None
-        # save_scalar/save_tensor calls made before the first step began: replayed at its start
-        # (smdebug's step counter started at 0, so such values landed in step 0).
-        self._before_first_step: list[Callable[[], None]] = []
         self._warned_unmatched: set[str] = set()
-        self._all_matched: set[frozenset[int]] = set()  # saving sets `_report_unmatched` is done with
-        self._exported_version: int = -1  # tensor_names_version() last written
-        self._writer: TrialWriter | ProcessTrialWriter | None = None
-        self._claim: OutDirClaim | None = None
+        self._all_matched: set[frozenset[int]] = set()  # saving sets `report_unmatched` is done with
         self._closed = False
         self._lock = threading.RLock()
-        self.stop_signal = StopSignalPoller(self.out_dir)
-        self.worker = self._worker_name()
-        self.num_workers = self._num_workers()
-        self.chief = self.worker == self._chief_worker_name()
-        self.writes = (self.include_workers == "all" or self.chief) and not self.dry_run
+        self.stop_signal = StopSignalPoller(self.storage)
+        self.trial_output.identify(self._worker_name(), self._num_workers(),
+                                   self._chief_worker_name())
         if self.tensorboard_dir:
             self.side_outputs.add(TensorBoardOutput(self.tensorboard_dir))
         metrics = None if self.dry_run else SageMakerMetrics.for_this_job()
@@ -198,6 +163,50 @@ class HookCore:
             self._check_out_dir()
         shutdown.track(self)  # (closed at exit or on SIGTERM if the script does not close it)
         registry.set_current(self)  # as in smdebug, the newest hook is the process's current one
+
+    def _resolved(self, args: HookArguments) -> HookArguments:
+        """The arguments with their defaults worked out: an absolute local out_dir, the
+        TensorBoard directory, the framework's save interval, raw tensors saved."""
+        out_dir = args.out_dir
+        if not is_s3_path(out_dir):
+            out_dir = os.path.abspath(os.path.expanduser(out_dir))
+        save_config = args.save_config or SaveConfig(save_interval=self.default_save_interval)
+        save_config.merge_default_save_config(
+            None, SaveConfigMode(save_interval=self.default_save_interval))
+        return dataclasses.replace(
+            args, out_dir=out_dir, save_config=save_config,
+            tensorboard_dir=args.tensorboard_dir or (
+                os.path.join(out_dir, "tensorboard") if args.export_tensorboard else None),
+            reduction_config=args.reduction_config or ReductionConfig(save_raw_tensor=True))
+
+    def step_capture(self) -> Capture:
+        """The framework's side of a step (`step_machine.Capture`); called once, while the core
+        is built. This one captures nothing: the adapter writes what it finds as it goes."""
+        return Capture()
+
+    @staticmethod
+    def inert_state() -> dict[str, Any]:
+        """The attributes of a hook that is closed and does nothing (what a pickled hook is
+        until it is built again, `xgboost.Hook.__setstate__`)."""
+        return {"disabled": True, "_closed": True, "_lock": threading.RLock()}
+
+    # -- the arguments, the collections, the trial output: as smdebug's hooks showed them ------
+
+    out_dir = _on_part("arguments.out_dir", "The out_dir: an absolute path or an s3:// URI.")
+    dry_run = _on_part("arguments.dry_run", "Nothing is written.")
+    export_tensorboard = _on_part("arguments.export_tensorboard", "TensorBoard files are written.")
+    tensorboard_dir = _on_part("arguments.tensorboard_dir", "Where TensorBoard files go, if any.")
+    save_config = _on_part("arguments.save_config", "The hook's save schedule.")
+    reduction_config = _on_part("arguments.reduction_config", "The hook's reductions.")
+    include_workers = _on_part("arguments.include_workers", '"one" or "all".')
+    save_all = _on_part("arguments.save_all", "Every collection is included.")
+    collection_manager = _on_part("collections.manager", "The hook's collections.")
+    include_collections = _on_part("collections.included", "The included collections' names.")
+    worker = _on_part("trial_output.worker", "This worker's name (worker_0, ...).")
+    num_workers = _on_part("trial_output.num_workers", "How many workers the run has.")
+    chief = _on_part("trial_output.chief", "This worker is the chief.")
+    writes = _on_part("trial_output.writes", "This worker writes the trial.")
+    last_saved_step = _on_part("steps.last_saved_step", "The last step handed to the writer.")
 
     # -- the step cursor's counters, as smdebug's hooks showed them ----------------------------
 
@@ -226,17 +235,21 @@ class HookCore:
     @property
     def trial_writer(self) -> TrialWriter | ProcessTrialWriter | None:
         """The writer of this hook's trial files, once the first step was handed over."""
-        return self._writer
+        return self.trial_output.writer
 
     @property
     def pending_step(self) -> PendingStep | None:
         """The current step's tensors so far (None when the step saves nothing)."""
-        return self._pending_step
+        return self.steps.pending
 
     @property
     def has_deferred_saves(self) -> bool:
         """Values saved before the first step, written when it starts."""
-        return bool(self._before_first_step)
+        return bool(self.steps.deferred)
+
+    # (read at every step the step machine begins: no Python call)
+    prepared = property(operator.attrgetter("_prepared"), doc=(
+        "Every collection has its complete configuration (from the first step on)."))
 
     def names_settled(self, saving_ids: frozenset[int]) -> bool:
         """Whether every collection of this saving set matched a tensor (or was reported)."""
@@ -289,18 +302,14 @@ class HookCore:
     def _refresh_worker_identity(self) -> None:
         """Ask again who this worker is. Hooks are often built before the distributed runtime
         starts (a zero-code-change hook always is), so the first step re-checks."""
-        if self._writer is not None:
-            return
-        self.worker = self._worker_name()
-        self.num_workers = self._num_workers()
-        self.chief = self.worker == self._chief_worker_name()
-        self.writes = ((self.include_workers == "all" or self.chief) and not self.dry_run
-                       and not self._storage_refused)
+        if self.trial_output.writer is None:  # (nothing changes once it writes)
+            self.trial_output.identify(self._worker_name(), self._num_workers(),
+                                       self._chief_worker_name())
 
     # -- configuration -------------------------------------------------------------------------
 
     def get_collection(self, name: str, create: bool = True) -> Collection:
-        regexes = self._extension_collections.get(name)
+        regexes = self.collections.extensions.get(name)
         if regexes is None or not create or name in self.collection_manager.collections:
             return self.collection_manager.get(name, create_if_not_exists=create)
         coll = self.collection_manager.get(name, create_if_not_exists=True)
@@ -317,7 +326,7 @@ class HookCore:
         """Refuse an out_dir holding a finished run (a mistake in the script: raised). An S3
         out_dir that S3 refuses (credentials, permissions, a missing bucket, no endpoint) is
         not the script's mistake: reported once, loudly, and the hook disables itself."""
-        storage = open_storage(self.out_dir)
+        storage = self.storage
         if is_s3_path(self.out_dir):
             from botocore.exceptions import BotoCoreError, ClientError
 
@@ -346,9 +355,8 @@ class HookCore:
             details = response.get("Error", {}) if isinstance(response, dict) else {}
             code = details.get("Code") or type(error).__name__
             message = str(details.get("Message") or error)
-        self._storage_refused = True
+        self.trial_output.refuse()
         self.disabled = True
-        self.writes = False
         logger.error(
             "smdebug-lite cannot use the out_dir %s (S3: %s: %s). The hook is disabled for this "
             "run and training continues without saving tensors; check the bucket, the endpoint "
@@ -404,7 +412,7 @@ class HookCore:
         """The included collection `name`, created if needed; an extension built-in created
         empty elsewhere (a DebugHookConfig entry without a regex) gets its regex."""
         coll = self.get_collection(name)
-        regexes = self._extension_collections.get(name)
+        regexes = self.collections.extensions.get(name)
         if regexes is not None and not coll.include_regex and not coll.tensor_names:
             coll.include(regexes)
         return coll
@@ -429,18 +437,7 @@ class HookCore:
             step, mode = check_start_step(step, mode, self.step)
             if mode is not None:
                 self.set_mode(mode)
-        self._next_step(step)
-
-    def _next_step(self, step: int | None = None) -> None:
-        """`start_step` once its arguments are checked and the mode is set."""
-        self.end_step()
-        if self.training_state is not None and self.chief:
-            self.training_state.maybe_record(self.step, self.mode_steps, self.last_saved_step)
-        if step is None or step == self.cursor.step + 1:
-            self.cursor.advance()
-        else:
-            self.cursor.advance_to(step)
-        self._begin()
+        self.steps.next_step(step)
 
     def _increment_step(self) -> None:
         """smdebug's name for beginning the next step of the current mode (framework
@@ -461,47 +458,18 @@ class HookCore:
         return self.plan(tensor_name) is not None
 
     def quiet_steps_ahead(self) -> int:
-        """Set the cursor's countdown: how many of the next steps can start without any of the
-        work of `start_step` (none of them saves, and nothing of this step will be pending).
-        Adapters call it once a step has fully started and count steps down with
-        `cursor.count_quiet_step()`; anything that could change the answer (a mode, a scalar,
-        a schedule, a collection) ends the countdown."""
-        if (self._pending_step is not None or self.plans.saving or self._before_first_step
-                or self.training_state is not None or self.disabled or self._closed):
-            self.cursor.quiet_left = 0
-            return 0
-        return self.cursor.steps_ahead()
+        """Set the countdown of quiet steps (see `StepMachine.quiet_steps_ahead`)."""
+        return self.steps.quiet_steps_ahead()
 
     def set_step(self, step: int, mode=None) -> None:
         """Frameworks that know their own step (XGBoost iterations) set it directly."""
-        self.cursor.quiet_left = 0
-        self.end_step()
-        self.cursor.set_step(step, mode)
-        self._begin()
+        self.steps.set_step(step, mode)
 
-    def _begin(self) -> None:
-        if not self._prepared:
-            self._refresh_worker_identity()
-            self._prepare_collections()
-        plans = self.plans
-        if not self._before_first_step and self.cursor.in_quiet_window():
-            if plans.saving:  # the step before saved; this one is the first quiet step
-                plans.set_saving([])
-            return  # nothing saves this step
-        self._select_saving()
-        if plans.saving and self.writes:
-            self._pending_step = PendingStep(self.step, self.worker, self.mode, self.mode_step)
-            self.side_outputs.saving_step()
-        pending, self._before_first_step = self._before_first_step, []
-        for replay in pending:
-            replay()
-
-    def _select_saving(self) -> None:
-        """The included collections that save this step."""
-        plans = self.plans
-        saving = self.cursor.select(plans.included)
-        if saving or plans.saving:  # most steps save nothing, like the step before
-            plans.set_saving(saving)
+    def prepare_first_step(self) -> None:
+        """The first step begins: who this worker is, asked again, and every collection's
+        complete configuration."""
+        self._refresh_worker_identity()
+        self._prepare_collections()
 
     @property
     def saving_this_step(self) -> bool:
@@ -509,24 +477,14 @@ class HookCore:
 
     def end_step(self) -> None:
         """Hand the current step to the writer (its files appear once written)."""
-        sw = self._pending_step
-        self._pending_step = None
-        if sw is None or self.disabled:
-            return
-        if len(sw):
-            template = self._writer_for_step().submit(sw)
-            if sw.on_submitted is not None:
-                sw.on_submitted(template)
-            self.last_saved_step = sw.step
-            self.maybe_export_collections()
-            self._report_unmatched(first_only=True)
-        self.side_outputs.step_ended()
+        self.steps.end()
 
     # -- what to save --------------------------------------------------------------------------
 
     def plan(self, name: str) -> TensorPlan | None:
-        """What to save for `name` at this step, or None (cheap when nothing is saved)."""
-        if not self.plans.saving or self.disabled:
+        """What to save for `name` at this step, or None (cheap when nothing is saved). A
+        disabled hook whose captures are collectives plans as before (`Capture.collective`)."""
+        if not self.plans.saving or (self.disabled and not self.steps.capture.collective):
             return None
         return self.plans.plan(name)
 
@@ -540,7 +498,7 @@ class HookCore:
     ) -> None:
         """Record what `plan` asked for into the current step (raw must be a private copy).
         `wall_time` defaults to now (an adapter writing a whole step at once passes one)."""
-        sw = self._pending_step
+        sw = self.steps.pending
         if self.dry_run:
             logger.debug("dry_run: would save %s at step %d", plan.name, self.step)
             return
@@ -563,7 +521,7 @@ class HookCore:
                    wall_time: float) -> None:
         """`write` for every (plan, raw, reductions, shape) an adapter captured in a step. A
         step of raw tensors only (the usual case) goes into the step writer in one piece."""
-        sw = self._pending_step
+        sw = self.steps.pending
         if sw is not None and not self.side_outputs.live and not self.dry_run:
             entries = [(plan.name, raw, wall_time) for plan, raw, reductions, _ in items
                        if raw is not None and plan.save_raw and not reductions and not plan.save_shape]
@@ -587,7 +545,7 @@ class HookCore:
             if step < 0:
                 self.side_outputs.scalar_saved(tag, arr, wall, step, self.mode, self.mode_step,
                                                sm_metric)
-                self._before_first_step.append(
+                self.steps.deferred.append(
                     lambda: self.scalar_pending_step().add_tensor(tag, arr, wall))
                 return
             if self.writes:
@@ -598,10 +556,7 @@ class HookCore:
     def scalar_pending_step(self) -> PendingStep:
         """The current step's writer, made for a value saved outside the schedule (a scalar):
         the step now has something to hand over when it ends."""
-        self.cursor.quiet_left = 0
-        if self._pending_step is None:
-            self._pending_step = PendingStep(max(self.step, 0), self.worker, self.mode, max(self.mode_step, 0))
-        return self._pending_step
+        return self.steps.scalar_pending()
 
     def save_tensor(self, tensor_name: str, tensor_value, collections_to_write: str | Iterable[str] = "default") -> None:
         """Save a value under `tensor_name` in every named collection (created if needed) that
@@ -623,22 +578,16 @@ class HookCore:
                 self._prepare_collections()
             arr = self._to_numpy(tensor_value)
             if self.step < 0:
-                self._before_first_step.append(lambda: self._save_tensor_now(tensor_name, arr))
+                self.steps.deferred.append(lambda: self._save_tensor_now(tensor_name, arr))
                 return
             if changed:
-                self._begin_saving_recheck()
+                self.steps.recheck_saving()
             self._save_tensor_now(tensor_name, arr)
 
     def _save_tensor_now(self, tensor_name: str, arr: np.ndarray) -> None:
         plan = self.plan(tensor_name)
         if plan is not None:
             self.write(plan, raw=arr, reductions=self._numpy_reductions(plan, arr), shape=arr.shape)
-
-    def _begin_saving_recheck(self) -> None:
-        self.cursor.quiet_left = 0
-        self._select_saving()
-        if self.plans.saving and self.writes and self._pending_step is None and self.step >= 0:
-            self._pending_step = PendingStep(self.step, self.worker, self.mode, self.mode_step)
 
     def _to_numpy(self, value) -> np.ndarray:
         """Adapters override to convert framework tensors (copying: values may change later)."""
@@ -652,41 +601,18 @@ class HookCore:
 
     # -- writer, collections file ----------------------------------------------------------------
 
-    def _writer_for_step(self) -> TrialWriter | ProcessTrialWriter:
-        if self._writer is None:
-            try:
-                claimed = self._claim_out_dir()
-                if claimed:
-                    self._writer = open_trial_writer(self.out_dir, self.worker, chief=self.chief)
-            except OSError as e:  # (a full disk, a read-only or missing mount)
-                raise WriteFailed(f"writing to {self.out_dir} failed: {type(e).__name__}: {e}") from e
-            if not claimed:
-                self.writes = False
-                raise _SilentDisable()
-        return self._writer
-
-    def _claim_out_dir(self) -> bool:
-        """Several processes that each believe they are the only worker must not interleave
-        files (`out_dir_claim`); a distributed run or an S3 out_dir needs no claim."""
-        if self.num_workers > 1 or is_s3_path(self.out_dir):
-            return True
-        if self._claim is None:
-            self._claim = OutDirClaim(open_storage(self.out_dir))
-        return self._claim.take()
-
-    def _collections_json(self) -> str:
-        n = self.num_workers if self.include_workers == "all" else 1
-        return self.collection_manager.export(None, num_workers=n)
-
     def maybe_export_collections(self) -> None:
         """Write the collections file after the first saved step, and again whenever collections
         learned new tensor names (smdebug wrote it once, so later tensors were missing)."""
-        version = tensor_names_version()
-        if version != self._exported_version and self._writer is not None:
-            self._exported_version = version
-            self._writer.write_collections(self._collections_json())
+        self.trial_output.export_collections(self.collection_manager)
 
-    def _report_unmatched(self, first_only: bool) -> None:
+    def allow_unmatched(self, name: str) -> None:
+        """Collection `name` may stay empty without a warning (what the adapter knows)."""
+        self._warned_unmatched.add(name)
+
+    def report_unmatched(self, first_only: bool) -> None:
+        """Warn, once each, about explicitly included collections that matched no tensor in
+        the step (`first_only`: not again for a saving set already reported)."""
         plans = self.plans
         if first_only and plans.saving_ids in self._all_matched:
             return  # every one of these collections has matched (or been reported) already
@@ -735,7 +661,7 @@ class HookCore:
             return
         try:
             yield
-        except _SilentDisable:
+        except SilentDisable:
             self.disabled = True
             self.cursor.quiet_left = 0
         except Exception as e:
@@ -743,14 +669,14 @@ class HookCore:
 
     def disable(self, where: str, error: BaseException) -> None:
         if self.disabled:
+            self.steps.halt()
             return
         self.disabled = True
-        self.cursor.quiet_left = 0
-        self._pending_step = None
+        self.steps.stop()
         if isinstance(error, WriteFailed):
             # Not a fault of the hook (a full disk, S3 refusing writes): no traceback, and
             # `close` does not report it again.
-            self._write_failure_reported = True
+            self.trial_output.failure_reported = True
             logger.error("smdebug-lite stopped saving tensors for the rest of this run (%s); "
                          "training continues, and the steps written before stay readable", error)
             return
@@ -763,9 +689,7 @@ class HookCore:
         """smdebug's name for the end-of-run close; its tests and scripts call it directly."""
         self.close()
 
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    closed = property(operator.attrgetter("_closed"), doc="`close` was called.")
 
     def close(self) -> None:
         """Write the last step, the collections file and the end marker; wait for uploads."""
@@ -778,7 +702,7 @@ class HookCore:
             if not self.disabled:
                 with self.failsafe("close"):
                     self.end_step()
-                    self._report_unmatched(first_only=False)
+                    self.report_unmatched(first_only=False)
                     if self.training_state is not None and self.chief:
                         # A checkpoint written after the last step is recorded too.
                         self.training_state.maybe_record(self.step, self.mode_steps,
@@ -787,25 +711,15 @@ class HookCore:
             # end marker): readers waiting for data learn that training is over instead of
             # waiting out their timeout, and what was saved before the failure stays readable.
             if self.writes:
-                try:
-                    writer = self._writer_for_step()
-                    self._exported_version = -1
-                    self.maybe_export_collections()
-                    writer.close()
-                except _SilentDisable:
-                    pass
-                except Exception as e:
-                    if not (isinstance(e, WriteFailed) and self._write_failure_reported):
-                        logger.error("smdebug-lite could not finish writing %s: %s", self.out_dir, e)
+                self.trial_output.finish(self.collection_manager)
                 self.mark_training_end()
                 if self.chief:  # one writer: the index is compacted (SMDEBUG_COMPACT=0: not)
-                    from smdebug_lite.trial_listeners import trial_written
+                    from smdebug_lite.writer.compaction import compact_at_close
 
-                    trial_written(self.out_dir)
+                    compact_at_close(self.out_dir)
             self.side_outputs.close()
         finally:
-            if self._claim is not None:
-                self._claim.release()
+            self.trial_output.release()
             shutdown.forget(self)
 
     def mark_training_end(self) -> None:
@@ -813,25 +727,13 @@ class HookCore:
         refusing writes) it did not, yet readers must learn that no step is coming any more: a
         zero-byte file, written straight to storage (it needs no free block on a full disk).
         Not on SageMaker, where the platform writes it."""
-        if not self.writes or on_sagemaker():
-            return
-        try:
-            storage = open_storage(self.out_dir)
-            if not storage.exists(END_OF_JOB_FILE):
-                storage.write_atomic(END_OF_JOB_FILE, b"")
-        except Exception as e:
-            logger.error("smdebug-lite could not write %s in %s: %s: %s", END_OF_JOB_FILE,
-                         self.out_dir, type(e).__name__, e)
+        self.trial_output.mark_training_end()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-class _SilentDisable(Exception):
-    """Another process owns the out_dir: stop saving without an error report."""
 
 
 __all__ = ["HookCore", "TensorPlan", "reduction_tensor_name", "to_numpy_value"]

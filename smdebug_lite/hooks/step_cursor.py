@@ -1,12 +1,13 @@
 """Where a hook is in training: the mode, the global step, each mode's step, and which of the
 included collections save the current step.
 
-Every framework's hook moves one `StepCursor`: a new step of the current mode (`advance`), a
+Each hook has one `StepCursor`, which only its step machine (`step_machine`) and the core
+move, never a framework adapter: a new step of the current mode (`advance`), a
 step the framework numbers itself (`set_step`, XGBoost rounds), a mode change, a resumed spot
 job (`resume`). It also answers "which collections save now" (`select`) and keeps, per mode, a
 *quiet window*: the steps until the next one at which any included collection saves. Steps
-inside it skip the per-collection checks, and an adapter may count them down (`quiet_left`)
-without asking anything else.
+inside it skip the per-collection checks, and the step machine counts them down (`quiet_left`,
+`count_quiet_step`) without asking anything else.
 
 Anything that could change those answers ends the countdown: a mode change here, and any save
 schedule change, which `SaveConfig` reports to every live cursor (`schedules_changed`): each
@@ -190,11 +191,17 @@ class StepCursor:
 
     def count_quiet_step(self) -> bool:
         """If the next step is one of the counted-down quiet steps, count it and return True
-        (nothing else is to be done for it)."""
+        (nothing else is to be done for it). Runs at almost every step: `advance` is written
+        out here rather than called."""
         left = self.quiet_left
         if left and self.epoch == self.quiet_epoch:
             self.quiet_left = left - 1
-            self.advance()
+            step = self.step = self.step + 1
+            mode = self.mode
+            mode_steps = self.mode_steps
+            mode_steps[mode] += 1
+            if mode is not _GLOBAL:
+                mode_steps[_GLOBAL] = step
             return True
         return False
 

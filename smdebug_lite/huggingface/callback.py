@@ -26,7 +26,7 @@ from transformers import TrainerCallback
 from smdebug_lite import callback_hook
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import step_call
-from smdebug_lite.pytorch.hook import in_backward_pass
+from smdebug_lite.pytorch.torch_hooks import in_backward_pass
 
 LOSS_NAME = "loss"  # saved as loss_output_0: the `losses` collection's regex matches it
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Any
 
 import numpy as np
 
 from smdebug_lite.env_settings import env_int
 from smdebug_lite.exceptions import IndexFileCorrupted
+from smdebug_lite.format import manifest as mf
 from smdebug_lite.format.locations import index_file_name, serialize_worker
-from smdebug_lite.index import manifest as mf
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage import Storage
 
@@ -224,26 +226,26 @@ class CompactedIndex:
         return estimate <= min(limit, self.cache_bytes)
 
     def records(self) -> Iterator[mf.IndexRecord]:
-        """Every row's index record, in row order, one chunk read at a time and not cached
+        """Every row's index record, in row order, one chunk parsed at a time and not cached
         (for a trial parsed whole at open): a chunk's documents are inflated ahead of the
-        caller's parsing (see `inflate_ahead`). Raises ManifestInvalid for a chunk that fails
-        its checks or is gone."""
-        for ci, ref in enumerate(self.refs):
-            rows = self._row[self._chunk == ci].tolist()
-            if not rows:
-                continue
-            try:
-                data = self.storage.read(ref.key)
-            except FileNotFoundError:
-                raise mf.ManifestInvalid(ref.key, "the chunk no longer exists") from None
-            wanted = iter(rows)
-            want = next(wanted)
-            for row, record in enumerate(mf.iter_docs(data, mf.decode_prefix(data[:ref.prefix],
-                                                                             ref), ref)):
-                if row == want:
-                    yield record
-                    want = next(wanted, -1)
-            del data
+        caller's parsing (see `inflate_ahead`), and on remote storage the next chunk downloads
+        meanwhile (at most two in memory). Raises ManifestInvalid for a chunk that fails its
+        checks or is gone."""
+        todo = [(ref, rows) for ci, ref in enumerate(self.refs)
+                if (rows := self._row[self._chunk == ci].tolist())]
+        read = self.storage.read
+        with nullcontext() if self.storage.is_local or len(todo) < 2 else ThreadPoolExecutor(
+                1, thread_name_prefix="smdebug-lite-chunk") as pool:
+            ahead = pool.submit(read, todo[0][0].key) if pool is not None else None
+            for i, (ref, rows) in enumerate(todo):
+                try:
+                    data = ahead.result() if ahead is not None else read(ref.key)
+                except FileNotFoundError:
+                    raise mf.ManifestInvalid(ref.key, "the chunk no longer exists") from None
+                if pool is not None and i + 1 < len(todo):
+                    ahead = pool.submit(read, todo[i + 1][0].key)
+                yield from _wanted_records(data, ref, rows)
+                del data
 
     def _chunk_docs(self, ci: int) -> tuple[list[mf.IndexRecord], dict[int, Any]] | None:
         hit = self._cache.get(ci)
@@ -427,6 +429,17 @@ class CompactedIndex:
                     return out  # the longest leading run with a value
                 out.append(values[row])
         return out
+
+
+def _wanted_records(data: bytes, ref: mf.ChunkRef, rows: list[int]) -> Iterator[mf.IndexRecord]:
+    """The records of `rows` (ascending) among a chunk's documents."""
+    wanted = iter(rows)
+    want = next(wanted)
+    for row, record in enumerate(mf.iter_docs(data, mf.decode_prefix(data[:ref.prefix], ref),
+                                              ref)):
+        if row == want:
+            yield record
+            want = next(wanted, -1)
 
 
 class SectionValues:

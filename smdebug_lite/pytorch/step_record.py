@@ -66,7 +66,7 @@ class StepRecord:
         self.items = items  # (plan, numpy view of the buffer, no reductions, shape)
         self.entries = entries  # the pooled buffers, in item order
         self.size = len(items)
-        self.template: object = None  # the writer's template these buffers are (`Hook._adopt_record`)
+        self.template: object = None  # the writer's template these buffers are (`adopt`)
         self.writer: object = None
         self.board: object = None  # the writer process's AckBoard
         self.plan_cache: dict | None = None
@@ -92,6 +92,15 @@ class StepRecord:
             if not (self._dropped and self._owned and self._pending == 0):
                 return
         self._give_back(self.entries)
+
+    def adopt(self, template: object, writer: object) -> bool:
+        """The writer holds the recorded step as `template`: later steps may repeat it, once
+        the writer process has acknowledged them (False: no writer process, no repeats)."""
+        proc = getattr(writer, "proc", None)
+        if proc is None:
+            return False
+        self.template, self.writer, self.board = template, writer, proc.board
+        return True
 
     def repeatable_by(self, writer: object) -> bool:
         """Whether `writer` is the one that wrote the record and still holds its template, so

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from smdebug_lite.exceptions import TrialDataTimeout
+from smdebug_lite.exceptions import NonFiniteRecordDamaged, TrialDataTimeout
 from smdebug_lite.report import plots
 from smdebug_lite.report.gather import Progress, gather
 from smdebug_lite.report.html_page import TrialSection, page
@@ -66,6 +66,10 @@ def _section(trial: Any, uri: str, say: Progress) -> TrialSection:
     facts = gather(trial, uri, say)
     say("NaN/Inf search")
     section = TrialSection(facts, first_nonfinite(trial, say))
+    try:
+        section.records = trial.non_finite_records()
+    except NonFiniteRecordDamaged as e:
+        section.records_error = str(e)
     say("plots")
     if facts.losses:
         section.loss_png = plots.loss_figure(facts.losses)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from smdebug_lite.format.non_finite import NonFiniteRecord
 from smdebug_lite.report.gather import STAT_NAMES, StatsGroup, TrialFacts
 from smdebug_lite.report.nonfinite import NonFiniteSearch
 from smdebug_lite.report.verdicts import Verdict
@@ -44,6 +45,9 @@ ul.evidence{margin:0;padding-left:16px}span.evidence{white-space:pre-line}nav a{
 class TrialSection:
     facts: TrialFacts
     nonfinite: NonFiniteSearch
+    # where each worker first met a NaN or Inf, as it recorded it (non_finite/), earliest first
+    records: list[NonFiniteRecord] = field(default_factory=list)
+    records_error: str | None = None
     loss_png: str | None = None
     gradient_png: str | None = None
     group_pngs: dict[str, str] = field(default_factory=dict)
@@ -202,6 +206,27 @@ def nonfinite_html(search: NonFiniteSearch) -> str:
             f"(checked with {escape(how)}).</p></div>")
 
 
+def records_html(records: Sequence[NonFiniteRecord], error: str | None) -> str:
+    """The workers' own records of where a NaN or Inf first appeared (phase, module, tensor),
+    shown before the search of the saved data."""
+    if error:
+        return f'<div class="alert"><p>Non-finite record unreadable: {escape(error)}</p></div>'
+    if not records:
+        return ""
+    first = records[0]
+    where = f" in module <code>{escape(first.module)}</code>" if first.module else ""
+    rows = [(str(r.step), escape(r.mode), str(r.mode_step), escape(r.worker), escape(r.phase),
+             escape(r.module), escape(r.tensor), str(r.nan), str(r.posinf), str(r.neginf))
+            for r in records]
+    return (f'<div class="alert"><p>Recorded during training: the first non-finite value was '
+            f"met at step <b>{first.step}</b> ({escape(first.mode)} step {first.mode_step}), "
+            f"worker <code>{escape(first.worker)}</code>, in the {escape(first.phase)} "
+            f"phase{where}, tensor <code>{escape(first.tensor)}</code>.</p></div>"
+            + _table(("step", "mode", "mode step", "worker", "phase", "module", "tensor", "NaN",
+                      "+Inf", "-Inf"), rows, {0, 2, 7, 8, 9})
+            + _note("In the saved data:"))
+
+
 def trial_section(index: int, s: TrialSection) -> str:
     f = s.facts
     return "".join([
@@ -212,7 +237,8 @@ def trial_section(index: int, s: TrialSection) -> str:
         "<h3>Weights</h3>", group_html(f.weights, s.group_pngs.get("weights"), "Weights"),
         "<h3>Activations</h3>",
         group_html(f.activations, s.group_pngs.get("activations"), "Activations"),
-        "<h3>First NaN / Inf</h3>", nonfinite_html(s.nonfinite),
+        "<h3>First NaN / Inf</h3>", records_html(s.records, s.records_error),
+        nonfinite_html(s.nonfinite),
         "</section>",
     ])
 

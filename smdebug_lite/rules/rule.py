@@ -19,6 +19,7 @@ from typing import Any
 from smdebug_lite.exceptions import RuleEvaluationConditionMet
 from smdebug_lite.logger import get_logger
 from smdebug_lite.rules.actions import Actions
+from smdebug_lite.rules.actions.rule_event import ISSUES_FOUND, RuleEvent, evidence_of
 from smdebug_lite.rules.required_tensors import RequiredTensors
 from smdebug_lite.rules.tensor_cache import TensorCache
 from smdebug_lite.rules.trial_view import TrialView, unwrap
@@ -136,5 +137,12 @@ class Rule(ABC):
         exc = RuleEvaluationConditionMet(self.rule_name, step)
         self.report["RuleTriggered"] += 1
         self.report["Violations"] += 1
-        self.actions.invoke(message or str(exc))
+        text = message or str(exc)
+        if isinstance(self.actions, Actions):
+            trial = getattr(unwrap(self.base_trial), "path", None)
+            self.actions.invoke(text, event=RuleEvent(
+                self.rule_name, ISSUES_FOUND, step, None if trial is None else str(trial), text,
+                evidence_of(self.report)))
+        else:  # replaced by the rule with an object of its own
+            self.actions.invoke(text)
         raise exc

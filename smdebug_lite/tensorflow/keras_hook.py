@@ -14,7 +14,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable
 from typing import Any
 
 import keras
@@ -22,9 +22,9 @@ import numpy as np
 import tensorflow as tf
 
 from smdebug_lite.config.collection import Collection, CollectionKeys
-from smdebug_lite.config.reduction_config import ReductionConfig
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
+from smdebug_lite.hooks.arguments import hook_constructor
 from smdebug_lite.hooks.core import HookCore, TensorPlan, to_numpy_value
+from smdebug_lite.hooks.step_machine import Capture
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.tensorflow import capture as cap
@@ -67,6 +67,18 @@ def _python_logs(outputs: dict) -> dict[str, float]:
     return logs
 
 
+class _StepStart(Capture):
+    """The Keras hook's side of a step: its per-step state is emptied as each step begins (it
+    writes what it finds as it goes, so there is nothing else to capture or flush)."""
+
+    def __init__(self, began: Callable[[], None]) -> None:
+        super().__init__()
+        self.began = began
+
+    def step_began(self) -> None:
+        self.began()
+
+
 class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     """Save tensors of a Keras model: ``model.fit(..., callbacks=[hook])``, for Keras 3 and for
     Keras 2 models from ``tf_keras`` alike."""
@@ -75,24 +87,9 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     keep_tf_suffix = True
     adapter_collections = _ROLE_ONLY | _CAPTURED_ROLES | _OUTSIDE_ROLES
 
-    def __init__(
-        self,
-        out_dir: str,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
-        dry_run: bool = False,
-        reduction_config: ReductionConfig | None = None,
-        save_config: SaveConfig | SaveConfigMode | dict | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        include_collections: str | Iterable[str] | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
-    ) -> None:
-        HookCore.__init__(
-            self, out_dir, export_tensorboard=export_tensorboard, tensorboard_dir=tensorboard_dir,
-            dry_run=dry_run, reduction_config=reduction_config, save_config=save_config,
-            include_regex=include_regex, include_collections=include_collections,
-            save_all=save_all, include_workers=include_workers)
+    @hook_constructor()
+    def __init__(self, shared: dict[str, Any]) -> None:
+        HookCore.__init__(self, **shared)
         keras.callbacks.Callback.__init__(self)
         self._roles: dict[str, str] = {}
         self._layer_of: dict[str, str] = {}
@@ -186,13 +183,13 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         """Could `name` be saved in some step (schedule ignored)? Decides what gets captured."""
         if self.disabled:
             return False
-        if not self._prepared:
+        if not self.prepared:
             self._prepare_collections()
         return bool(self.plans.matching(name))
 
     def _may_capture(self) -> bool:
         """Whether any included collection can hold a tensor that exists only inside a step."""
-        if not self._prepared:
+        if not self.prepared:
             self._prepare_collections()
         for c in self.plans.included:
             if c.name in _CAPTURED_ROLES:
@@ -215,15 +212,15 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                 return True
         return False
 
-    def _report_unmatched(self, first_only: bool) -> None:
+    def report_unmatched(self, first_only: bool) -> None:
         # metrics, losses and sm_metrics are always included; a model compiled without metrics,
         # a predict-only run or no save_scalar(..., sm_metric=True) leaves them empty, which is
         # normal, not a configuration mistake worth a warning.
         for name in (K.METRICS, K.LOSSES, K.SM_METRICS):
             coll = self.collection_manager.get(name, create_if_not_exists=True)
             if not coll.include_regex:
-                self._warned_unmatched.add(name)
-        super()._report_unmatched(first_only)
+                self.allow_unmatched(name)
+        super().report_unmatched(first_only)
 
     # -- steps ----------------------------------------------------------------------------------
 
@@ -231,8 +228,11 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         """smdebug's TF2 name for preparing the collections before the first step."""
         self.prepare_collections()
 
-    def _begin(self) -> None:
-        super()._begin()
+    def step_capture(self) -> Capture:
+        return _StepStart(self._new_step)
+
+    def _new_step(self) -> None:
+        """A step began: what the step before wrote and captured is forgotten."""
         self._written.clear()
         self._session.captured = {}
         self._session.step_outputs = None
@@ -285,7 +285,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         variables = flavor_of(optimizer).optimizer_variables(optimizer)
         if not variables:
             # Keras 2 optimizers make their variables at the first update: none to save yet
-            self._warned_unmatched.add(K.OPTIMIZER_VARIABLES)
+            self.allow_unmatched(K.OPTIMIZER_VARIABLES)
         for v in variables:
             name = variable_name(v)
             self._set_role(name, K.OPTIMIZER_VARIABLES)
@@ -307,7 +307,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         schedule says, as smdebug did; a collection configured off (end_step=0) stays off."""
         if not keys or self.step < 0 or self.disabled:
             return
-        if not self._prepared:
+        if not self.prepared:
             self._prepare_collections()
         wrote = False
         for key in keys:

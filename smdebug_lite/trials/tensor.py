@@ -16,15 +16,18 @@ from smdebug_lite.exceptions import (
     InvalidWorker,
     NoMoreData,
     ShapeUnavailableForStep,
+    SMDebugError,
     SMDebugNotImplementedError,
     StepNotYetAvailable,
     StepUnavailable,
     TensorUnavailableForStep,
 )
-from smdebug_lite.index import StepIndex, entry_shape, gc_paused
+from smdebug_lite.format.tensor_codec import WIDENED_FROM
+from smdebug_lite.index import INLINE_KEY, StepIndex, entry_shape, gc_paused
 from smdebug_lite.modes import ModeKeys, as_mode
 from smdebug_lite.reductions import check_reduction_name, compute_reduction
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step, check_worker
+from smdebug_lite.trials.read_ahead import ReadAhead
 from smdebug_lite.trials.step_table import StepState
 from smdebug_lite.trials.value_reader import NoRawValue
 
@@ -51,6 +54,9 @@ class Tensor:
         self._scanned = 0  # how many of the trial's index files _gsteps covers
         # (mode, show_incomplete) -> (table version, (steps, global steps)) of the last query
         self._selected: dict[tuple[ModeKeys | None, bool], tuple[int, tuple[list, list]]] = {}
+        # Step-by-step reads fetched ahead (`read_ahead`); None when switched off.
+        ahead_steps, ahead_bytes = trial.value_fetcher.ahead
+        self._ahead = ReadAhead(ahead_steps, ahead_bytes) if ahead_steps else None
 
     def __repr__(self) -> str:
         return f"<Tensor {self.name!r} of trial {self.trial.name!r}>"
@@ -226,10 +232,77 @@ class Tensor:
         entry = si.entries.get(self.name)
         if entry is None:
             raise self._no_value(si, step_num, mode)
+        ahead = self._ahead
+        if ahead is not None and INLINE_KEY not in entry:
+            run = ahead.current
+            if run.last < step_num <= run.until and run.mode is mode \
+                    and run.worker == worker and run.saved is None:
+                run.last = step_num  # inside the window fetched ahead
+            else:
+                self._read_ahead(step_num, mode, worker, None)
         try:
             return self._read(si, entry)
         except FileNotFoundError:
             return self._fetch.wait_for(si, entry, self.name)
+
+    def _read_ahead(self, step: int, mode: ModeKeys, worker: str | None,
+                    saved: tuple[str, bool] | None) -> None:
+        """Before a read of `step`: when it continues a run of consecutive steps, the records
+        of the next steps (the raw value, or the saved reduction `saved`) are fetched in one
+        batch (`read_ahead`)."""
+        ahead = self._ahead
+        key = (mode, worker, saved)
+        pos = ahead.due(step, key, lambda: self._select(mode, False)[0])  # type: ignore[union-attr]
+        if pos is None:
+            return
+        steps, gsteps = self._select(mode, False)
+        end = pos + ahead.steps  # type: ignore[union-attr]
+        steps, gsteps = steps[pos:end], gsteps[pos:end]
+        ahead.fetched(key, steps[-1])  # type: ignore[union-attr]
+        try:
+            sis, one_worker = self._sources(steps, gsteps, mode, worker)
+        except (SMDebugError, LookupError):
+            return  # a step the reads themselves will explain
+        name = self.name
+        picked: list[StepIndex] = []
+        budget = ahead.max_bytes  # type: ignore[union-attr]
+        for k, si in enumerate(sis):
+            if saved is None:
+                entry = si.entries.get(name)
+            else:
+                entry = (si.reductions or {}).get(name, {}).get(saved)
+            if entry is None or INLINE_KEY in entry:
+                continue
+            length = entry.get("length")
+            budget -= length if length.__class__ is int else 0
+            if budget < 0 and picked:
+                ahead.fetched(key, steps[k - 1])  # type: ignore[union-attr]
+                break
+            picked.append(si)
+        if len(picked) < 2:
+            return
+        if saved is None:
+            self._fetch.prefetch(picked, name, one_worker)
+        else:
+            self._fetch.prefetch_reductions(picked)
+
+    def _sources(self, steps: list[int], gsteps: list[int], mode: ModeKeys,
+                 worker: str | None) -> tuple[list[StepIndex], bool]:
+        """The StepIndex each of `steps` (complete ones, as `_select` gives them) is answered
+        from, as `value` picks it, and whether all are one worker's."""
+        table = self._table
+        # Steps of a manifest: only the picked worker's documents are parsed.
+        sis = table.picked_step_indexes(self.name, steps, gsteps, mode, worker)
+        n = len(sis)
+        one_worker = worker is None and table.one_index_per_step()
+        if one_worker:
+            sis += table.first_of_each(gsteps[n:])
+        else:
+            for s, gs in zip(steps[n:], gsteps[n:], strict=True):
+                held, _ = self._lookup(s, mode)
+                sis.append(self._pick(held, gs, s, mode, worker))
+            one_worker = worker is not None
+        return sis, one_worker
 
     def values(self, mode: ModeKeys = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         """{step: array} over the complete steps of `mode`, read in bulk."""
@@ -244,17 +317,7 @@ class Tensor:
             steps, gsteps = steps[len(head):], gsteps[len(head):]
             if not steps:
                 return done
-        # Steps of a manifest: only the picked worker's documents are parsed.
-        sis = self._table.picked_step_indexes(self.name, steps, gsteps, mode, worker)
-        n = len(sis)
-        one_worker = worker is None and self._table.one_index_per_step()
-        if one_worker:
-            sis += self._table.first_of_each(gsteps[n:])
-        else:
-            for s, gs in zip(steps[n:], gsteps[n:], strict=True):
-                held, _ = self._lookup(s, mode)
-                sis.append(self._pick(held, gs, s, mode, worker))
-            one_worker = worker is not None
+        sis, one_worker = self._sources(steps, gsteps, mode, worker)
         try:
             # Bulk reads create many small objects and no garbage cycles: the collector is
             # paused meanwhile rather than rescanning the trial's index objects repeatedly.
@@ -284,7 +347,8 @@ class Tensor:
             shape = entry_shape(entry)
         except ValueError:
             shape = None  # reading the value explains the damaged entry
-        if shape is not None and entry.get("content_offset") is not None:
+        if shape is not None and entry.get("content_offset") is not None \
+                and self._fetch.reader.describes(si, entry):
             return shape
         return tuple(self._fetch.one(si, entry, self.name).shape)
 
@@ -294,7 +358,14 @@ class Tensor:
         worker = check_worker(worker)
         self.trial.maybe_refresh()
         steps = self._select(mode, False)[0]
-        return {s: self._shape_of(self._step_index(s, mode, worker), s, mode) for s in steps}
+        sis = [self._step_index(s, mode, worker) for s in steps]
+        # The entries' shapes answer once found to agree with their records: checked together.
+        name = self.name
+        checked = [(si, si.entries[name]) for si in sis if si.shapes is None
+                   and name in si.entries and "content_offset" in si.entries[name]]
+        if checked:
+            self._fetch.reader.describe_all(*zip(*checked, strict=True))  # type: ignore[arg-type]
+        return {s: self._shape_of(si, s, mode) for s, si in zip(steps, sis, strict=True)}
 
     def dtype(self, step_num: int, mode: ModeKeys = GLOBAL, worker: str | None = None) -> str:
         """The dtype the value was saved with (e.g. 'bfloat16' even though it reads as float32)."""
@@ -304,15 +375,17 @@ class Tensor:
         entry = si.entries.get(self.name)
         if entry is None:
             raise self._no_value(si, step_num, mode)
-        orig = entry.get("orig_dtype")
-        if orig and orig.__class__ is str:
-            return orig
-        if entry.get("dtype") is not None and entry.get("content_offset") is not None:
+        # From the entry when it agrees with its record (else reading the value explains).
+        orig, stored = entry.get("orig_dtype"), entry.get("dtype")
+        known = orig is None or (orig.__class__ is str and orig in WIDENED_FROM.get(stored, ()))
+        if known and stored is not None and entry.get("content_offset") is not None \
+                and self._fetch.reader.describes(si, entry):
             try:
-                return np.dtype(entry["dtype"]).name
+                return orig or np.dtype(stored).name
             except (TypeError, ValueError):
-                pass  # reading the value explains the damaged entry
-        return self._fetch.one(si, entry, self.name).dtype.name
+                pass
+        value = self._fetch.one(si, entry, self.name)
+        return orig if known and orig else value.dtype.name
 
     def workers(self, step_num: int, mode: ModeKeys = GLOBAL) -> list[str]:
         """Workers that saved anything of this tensor at the step."""
@@ -361,6 +434,8 @@ class Tensor:
             if saved is not None:
                 entry = saved.get((reduction_name, bool(abs)))
                 if entry is not None:
+                    if self._ahead is not None and INLINE_KEY not in entry:
+                        self._read_ahead(step_num, mode, worker, (reduction_name, bool(abs)))
                     try:
                         return self._read(si, entry)
                     except FileNotFoundError:
@@ -369,6 +444,8 @@ class Tensor:
         if entry is None:
             raise TensorUnavailableForStep(name, step_num, mode)
         check_reduction_name(reduction_name)
+        if self._ahead is not None and INLINE_KEY not in entry:
+            self._read_ahead(step_num, mode, worker, None)
         try:
             return self._reduce(si, entry, reduction_name, bool(abs))
         except FileNotFoundError:

@@ -37,11 +37,13 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format import bounded_json
 from smdebug_lite.format.locations import END_OF_JOB_FILE, parse_collections_file_name
+from smdebug_lite.format.non_finite import NonFiniteRecord
 from smdebug_lite.index import IndexReader, RangeSteps, StepIndex, bulk_load, gc_paused
 from smdebug_lite.logger import get_logger
 from smdebug_lite.modes import ModeKeys, as_mode
 from smdebug_lite.storage import Storage
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step
+from smdebug_lite.trials.non_finite import NonFiniteRecords
 from smdebug_lite.trials.settings import TrialSettings
 from smdebug_lite.trials.step_table import StepState, StepTable
 from smdebug_lite.trials.tensor import Tensor
@@ -111,6 +113,7 @@ class Trial:
         self._last_new_data = 0.0
         self._index = IndexReader(storage, self.range_steps)
         self._values = ValueReader(storage)
+        self._non_finite = NonFiniteRecords(storage)
         self.value_fetcher = ValueFetcher(self._values, self.step_table, self.settings, storage,
                                           self._training_ended)
 
@@ -548,6 +551,37 @@ class Trial:
                         raise TrialDataTimeout(self.path, waited, f"step {step} of mode {mode_name}"
                                                f" (trial {self.name!r})")
                     time.sleep(min(self.settings.poll_interval_s, max(0.0, limit - waited)))
+
+    # -- public API: where values first went non-finite ----------------------------------
+
+    def non_finite_records(self) -> list[NonFiniteRecord]:
+        """Where each worker first met a NaN or Inf, earliest (step, worker) first: the records
+        under ``non_finite/`` (`smdebug_lite.format.non_finite`); [] when none was written.
+        NonFiniteRecordDamaged names a file that is not a record."""
+        self._poll_non_finite()
+        return self._non_finite.records()
+
+    def first_non_finite(self) -> NonFiniteRecord | None:
+        """The earliest record by (step, worker), or None."""
+        records = self.non_finite_records()
+        return records[0] if records else None
+
+    def _poll_non_finite(self) -> None:
+        """Records are listed as often as steps are refreshed: at most every refresh interval
+        while training runs, not while refreshing is off (once read), and once more after
+        every step was loaded; then never again."""
+        found = self._non_finite
+        if found.final:
+            return
+        self.maybe_refresh()
+        if found.polls and not self.dynamic_refresh:
+            return
+        now = time.monotonic()
+        ended = self.step_table.all_loaded
+        if found.polls and not ended and now - found.last_poll < self.settings.refresh_interval_s:
+            return
+        found.poll(now)
+        found.final = ended
 
     # -- stats -----------------------------------------------------------------------------
 

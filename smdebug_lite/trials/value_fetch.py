@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from smdebug_lite.exceptions import EventFileMissing, TrialDataTimeout
-from smdebug_lite.index import Entry, StepIndex
+from smdebug_lite.index import Entry, StepIndex, gc_paused
 from smdebug_lite.logger import get_logger
 from smdebug_lite.storage import Storage
+from smdebug_lite.trials.read_ahead import ahead_settings
 from smdebug_lite.trials.settings import TrialSettings
 from smdebug_lite.trials.step_table import StepTable
 from smdebug_lite.trials.value_reader import NoRawValue, ValueReader
@@ -35,6 +36,8 @@ class ValueFetcher:
         # caller then calls `wait_for`. (`one` does both; the per-value paths call these two
         # to save a call.)
         self.read = reader.read
+        # (steps, bytes) a tensor read step by step fetches ahead (`read_ahead`).
+        self.ahead = ahead_settings()
 
     def one(self, si: StepIndex, entry: Entry, tname: str) -> np.ndarray:
         """One value; waits (bounded by the retry limit and the trial's timeout) for an event
@@ -70,6 +73,24 @@ class ValueFetcher:
                 return self.read(si, entry)
             except FileNotFoundError:
                 attempts += 1
+
+    def prefetch(self, sis: Sequence[StepIndex], name: str, one_worker: bool) -> None:
+        """Read the raw values of `name` from `sis` into the reader's cache in one batch, for
+        reads about to come (`read_ahead`). Nothing is raised: a missing file, a damaged
+        record or entry is met by the read that needs it, as it would have been without
+        this."""
+        try:
+            with gc_paused():
+                self.reader.read_named(sis, name, one_worker)
+        except Exception as e:  # noqa: BLE001 - left for the reads themselves (see above)
+            logger.debug("Reading %s ahead stopped: %s", name, e)
+
+    def prefetch_reductions(self, sis: Sequence[StepIndex]) -> None:
+        """`prefetch` for saved reductions: each file's reduction records, in one batch."""
+        try:
+            self.reader.read_reductions(sis)
+        except Exception as e:  # noqa: BLE001 - left for the reads themselves (`prefetch`)
+            logger.debug("Reading reductions ahead stopped: %s", e)
 
     def many(self, sis: Sequence[StepIndex], tname: str,
              one_worker: bool = False) -> list[np.ndarray]:

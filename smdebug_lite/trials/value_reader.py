@@ -14,22 +14,27 @@ per event file in a byte-bounded LRU cache:
 * A single value (`Tensor.value`) reads the whole file (unless it is larger than
   `whole_file_max`), so one step of all tensors costs one read per file. A saved reduction reads
   only the file's reduction records (ranges close together merged into one read), not the raw
-  tensors between them.
+  tensors between them. A tensor read step after step has its next steps fetched by the bulk
+  paths (`trials.read_ahead`; `read_reductions` for saved reductions, many files in one batch).
 * A reduction computed from a raw value (none was saved) is kept per (tensor, worker, step);
   the first one asked of a tensor whose other steps are in memory computes theirs in the same
   numpy call (`reduction_batch`), so a sweep over steps costs little more than the lookups.
 * Records are decoded without protobuf: for smdebug-lite's files the index gives dtype, shape
-  and the offset of the raw bytes; records written by smdebug are walked to their tensor bytes
-  (`format.event_view`). Each record's CRC32C from the index is checked before use; files
+  and the offset of the raw bytes, which are viewed only once the entry is found to describe its
+  record (`format.entry_check`: the bytes before the tensor bytes are those its name, dtype and
+  shape imply); records written by smdebug are walked to their tensor bytes, their tag compared
+  with the entry's name (`format.event_view`). Each record's CRC32C from the index is checked
+  before use; files
   written by smdebug have no CRC in the index and are checked through the TFRecord framing
   instead (length CRC and footer). A bad record raises `TensorCorrupted` naming the file, step
   and tensor; every other record stays readable. An index entry that cannot locate a record
-  (a key missing, offsets no record can have) raises `IndexFileCorrupted` naming the index
-  file: the fast paths only test what they use and hand anything odd to the general path,
-  which explains it (`index.reader.entry_problem`).
+  (a key missing, offsets no record can have) or does not describe it raises
+  `IndexFileCorrupted` naming the index file: the fast paths only test what they use and hand anything odd to the general path,
+  which explains it (`format.step_index.entry_problem`). The checks and decoding of one record
+  are `format.entry_record`'s, which the compaction shares.
 
 The values of one-element records (scalars, saved reductions) are in their index entries when
-smdebug-lite wrote the trial (`format.inline_value`), and a compacted index (`index.manifest`)
+smdebug-lite wrote the trial (`format.inline_value`), and a compacted index (`format.manifest`)
 inlines them for any trial, smdebug-written ones included: those are answered from the entry
 (`index.inline_value`) before any event file is looked at, so a scalar's history costs no read
 at all. The text holds the record's own dtype, shape and bytes.
@@ -50,18 +55,24 @@ from crc32c import crc32c as _crc
 
 from smdebug_lite.env_settings import env_float
 from smdebug_lite.exceptions import IndexFileCorrupted, TensorCorrupted
+from smdebug_lite.format.entry_check import HEADS, expected_head, head_agrees
+from smdebug_lite.format.entry_record import (
+    DTYPES,
+    EntryMismatch,
+    EntryUnusable,
+    RecordDamaged,
+    decode_entry_record,
+)
 from smdebug_lite.format.event_batch import view_events
 from smdebug_lite.format.event_view import view_event
-from smdebug_lite.format.records import HEADER_SIZE, RecordError, decode_record
-from smdebug_lite.format.tensor_codec import decode_tensor_event, narrow
+from smdebug_lite.format.records import HEADER_SIZE
+from smdebug_lite.format.step_index import SHAPE_CACHE, entry_problem, sound_inline
 from smdebug_lite.index import (
     INLINE_KEY,
     Entry,
     StepIndex,
-    entry_shape,
     shape_tuple,
 )
-from smdebug_lite.index.reader import SHAPE_CACHE, entry_problem, sound_inline
 from smdebug_lite.reductions import REDUCTIONS_PREFIX, compute_reduction
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
@@ -83,18 +94,10 @@ _ARRAY_OVERHEAD = 128  # approximate bytes of an ndarray object, for cache accou
 # Computed reductions kept (about 100 bytes each); all are dropped past this many.
 _REDUCED_MAX = 1 << 18
 _BATCH_BYTES = 64 << 20  # records read alone are fetched about this many bytes at a time
-_DTYPES: dict[str, np.dtype] = {
-    np.dtype(t).str: np.dtype(t)
-    for t in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "?", "c8", "c16")
-}
 
 
 def _env_mb(name: str, default: float) -> int:
     return int(env_float(name, default) * (1 << 20))
-
-
-class _BadEntry(ValueError):
-    """An index entry with an impossible offset or value: explained by `entry_problem`."""
 
 
 class NoRawValue(LookupError):
@@ -106,10 +109,10 @@ class NoRawValue(LookupError):
 
 
 class _FileState:
-    """What is known of one event file (one worker's step): its bytes once read whole, decoded
-    arrays by record name, and records found corrupt while decoding the whole file."""
+    """What is known of one event file (one worker's step): its bytes once read whole, and
+    decoded arrays by record name."""
 
-    __slots__ = ("step", "worker", "data", "chunks", "arrays", "bad", "nbytes")
+    __slots__ = ("step", "worker", "data", "chunks", "arrays", "nbytes")
 
     def __init__(self, step: int, worker: str) -> None:
         self.step = step
@@ -118,7 +121,6 @@ class _FileState:
         # Parts read without the whole file (the reduction records): (offset, bytes).
         self.chunks: list[tuple[int, bytes]] | None = None
         self.arrays: dict[str, np.ndarray] = {}
-        self.bad: dict[str, str] | None = None
         self.nbytes = 0
 
     def held(self) -> list[tuple[str, int]]:
@@ -138,18 +140,6 @@ class _Batch:
 
     def held(self) -> list[tuple[str, int]]:
         return [(self.name, si.step) for si in self.sis]
-
-
-def _fast(entry: Entry) -> tuple[np.dtype, int] | None:
-    """(dtype, content offset) when the record's raw bytes can be viewed without protobuf.
-    TypeError / ValueError for a damaged entry."""
-    offset = entry.get("content_offset")
-    dt = _DTYPES.get(entry.get("dtype"))  # type: ignore[arg-type]
-    if offset is None or dt is None or entry_shape(entry) is None:
-        return None
-    if offset.__class__ is not int or not HEADER_SIZE <= offset < entry["length"]:
-        raise _BadEntry
-    return dt, offset
 
 
 class ValueReader:
@@ -180,6 +170,9 @@ class ValueReader:
         # {step: value}. They depend on the record's bytes only, so eviction keeps them.
         self._reduced: dict[tuple[str, str, str, bool], dict[int, np.generic]] = {}
         self._reduced_count = 0
+        # (event file, record name) of entries found to agree with their records unread
+        # (`describes`), so that their shapes and dtypes answer without another read.
+        self._agreed: set[tuple[str, str]] = set()
 
     # -- cache -----------------------------------------------------------------------------
 
@@ -236,6 +229,7 @@ class ValueReader:
             self._forget(evicted)
 
     def clear(self) -> None:
+        self._agreed.clear()
         self._reduced.clear()
         self._reduced_count = 0
         self._cache.clear()
@@ -267,8 +261,9 @@ class ValueReader:
             self._partial.discard(si.event_rel)  # type: ignore[arg-type]
         ndarray = np.ndarray
         crc32c = _crc
-        dtypes_get = _DTYPES.get
+        dtypes_get = DTYPES.get
         shapes_get = SHAPE_CACHE.get
+        heads_get = HEADS.get
         fields = _FAST_FIELDS
         decoded = 0
         items = list(si.entries.items())
@@ -295,16 +290,14 @@ class ValueReader:
                         continue
                 end = start + length
                 if end > size or crc32c(data[start + HEADER_SIZE : end - 4]) != crc:
-                    problem = self._problem(data, start, entry)
-                    if fs.bad is None:
-                        fs.bad = {}
-                    fs.bad[name] = problem
-                    continue
+                    continue  # explained on request: the record's damage, or the entry's
+                # The entry must describe its record (name, dtype, shape, offset).
+                head = heads_get((name, dtype, shape)) or expected_head(name, dtype, shape)
+                if not head_agrees(data, start, length, offset, *head):
+                    continue  # explained on request
                 if shape.__class__ is not tuple:
                     cached = shapes_get(shape) if shape.__class__ is str else None
                     shape = shape_tuple(shape) if cached is None else cached
-                if not HEADER_SIZE <= offset < length:
-                    continue  # the entry points outside its record: explained on request
                 arr = arrays[name] = ndarray(shape, dt, data, start + offset)
             except (TypeError, ValueError):
                 continue  # a damaged entry: decoded on request, which explains it
@@ -333,10 +326,12 @@ class ValueReader:
         name = entry.get("tensorname", "?") if isinstance(entry, dict) else "?"
         return TensorCorrupted(self.storage.uri(si.event_rel or ""), si.step, name, reason)
 
-    def _bad_entry(self, si: StepIndex, entry: Entry) -> IndexFileCorrupted:
-        """The index file's damage, for an entry that cannot locate its record."""
+    def _bad_entry(self, si: StepIndex, entry: Entry,
+                   reason: str | None = None) -> IndexFileCorrupted:
+        """The index file's damage, for an entry that cannot locate its record or does not
+        describe it (`reason`)."""
         name = entry.get("tensorname") if isinstance(entry, dict) else None
-        reason = entry_problem(entry) or f"the entry of tensor {name!r} is malformed"
+        reason = reason or entry_problem(entry) or f"the entry of tensor {name!r} is malformed"
         return IndexFileCorrupted(self.storage.uri(si.key) if si.key else
                                   f"the index file of {self.storage.uri(si.event_rel or '')}",
                                   reason, si.step, si.worker)
@@ -345,56 +340,16 @@ class ValueReader:
         if entry_problem(entry) is not None:
             raise self._bad_entry(si, entry)
 
-    @staticmethod
-    def _problem(data: bytes, base: int, entry: Entry) -> str:
-        """Why the record at `base` fails its checks ('' when it passes); KeyError, TypeError
-        or _BadEntry for an entry that cannot locate a record."""
-        start, length = entry["start_idx"], entry["length"]
-        if start.__class__ is not int or length.__class__ is not int or start < 0 \
-                or length < HEADER_SIZE + 4 or base < 0:
-            raise _BadEntry
-        if base + length > len(data):
-            return (f"truncated: the record at byte {start} needs {length} bytes, "
-                    f"{max(0, len(data) - base)} present")
-        crc = entry.get("crc32c")
-        if crc is not None:
-            if crc.__class__ is not int:
-                raise _BadEntry
-            if _crc(data[base + HEADER_SIZE : base + length - 4]) != crc:
-                return f"CRC32C mismatch for the record at byte {start}"
-        return ""
-
     def _decode(self, data: bytes, base: int, si: StepIndex, entry: Entry) -> np.ndarray:
         """Verify and decode the record starting at `base` within `data`."""
         try:
-            problem = self._problem(data, base, entry)
-            fast = _fast(entry)
-        except (KeyError, TypeError, ValueError):
+            return decode_entry_record(data, base, entry)
+        except EntryMismatch as e:
+            raise self._bad_entry(si, entry, e.reason) from None
+        except EntryUnusable:
             raise self._bad_entry(si, entry) from None
-        if problem:
-            if problem.startswith("truncated") and entry_problem(entry) is not None:
-                raise self._bad_entry(si, entry)
-            raise self._corrupted(si, entry, problem)
-        if fast is not None:
-            try:
-                arr = np.ndarray(entry_shape(entry), fast[0], data, base + fast[1])
-            except (ValueError, TypeError) as e:
-                raise self._corrupted(si, entry, f"raw bytes not decodable ({e})") from None
-        else:
-            view = view_event(data, base, entry["length"], entry.get("tensorname"))
-            if view is not None:
-                orig = entry.get("orig_dtype")
-                return narrow(view, orig) if orig else view
-            try:
-                payload, _ = decode_record(data, base)
-                arr = decode_tensor_event(payload).value
-            except RecordError as e:
-                raise self._corrupted(si, entry, str(e)) from None
-            except Exception as e:  # protobuf DecodeError, malformed tensor proto
-                raise self._corrupted(si, entry,
-                                      f"undecodable event ({type(e).__name__}: {e})") from None
-        orig = entry.get("orig_dtype")
-        return narrow(arr, orig) if orig else arr
+        except RecordDamaged as e:
+            raise self._corrupted(si, entry, e.reason) from None
 
     # -- public ----------------------------------------------------------------------------
 
@@ -452,12 +407,60 @@ class ValueReader:
         arr = fs.arrays.get(name)  # type: ignore[arg-type]
         if arr is not None:
             return arr
-        if fs.bad and name in fs.bad:
-            raise self._corrupted(si, entry, fs.bad[name])
         arr = self._decode(fs.data, entry.get("start_idx", 0), si, entry)  # type: ignore[arg-type]
         self._remember(fs, name, arr)  # type: ignore[arg-type]
         self._account(fs, _ARRAY_OVERHEAD + (0 if arr.base is not None else arr.nbytes))
         return arr
+
+    def describes(self, si: StepIndex, entry: Entry) -> bool:
+        """Whether an entry giving dtype, shape and content_offset agrees with its record
+        (`format.entry_check`), so that its shape and dtype answer for the value unread: its
+        value was read already (through the checks), or the bytes before its tensor bytes
+        match, from memory or one read of those few bytes. False when they differ or cannot
+        be read: the caller then reads the value, which explains."""
+        return self.describe_all([si], [entry])[0]
+
+    def describe_all(self, sis: Sequence[StepIndex], entries: Sequence[Entry]) -> list[bool]:
+        """`describes` for many entries, the bytes not in memory read in one batch."""
+        out: list[bool] = []
+        wanted: list[tuple[int, str, int, bytes]] = []  # (position, file, offset, expected)
+        agreed = self._agreed
+        for i, (si, entry) in enumerate(zip(sis, entries, strict=True)):
+            name = entry.get("tensorname")
+            fs = self._cache.get(si.event_rel)  # type: ignore[arg-type]
+            col = self._columns.get((name, si.worker))  # type: ignore[arg-type]
+            if (fs is not None and name in fs.arrays) or (col is not None and si.step in col) \
+                    or (si.event_rel, name) in agreed:
+                out.append(True)
+                continue
+            out.append(False)
+            try:
+                head, nbytes = expected_head(name, entry["dtype"], entry["shape"])  # type: ignore[arg-type]
+                start, length, offset = entry["start_idx"], entry["length"], entry["content_offset"]
+                at = start + offset - len(head)
+                if at < start + HEADER_SIZE or offset + nbytes > length - 4:
+                    continue
+            except (KeyError, TypeError, ValueError):
+                continue
+            if fs is not None and fs.data is not None:
+                out[i] = fs.data[at : start + offset] == head
+            else:
+                wanted.append((i, si.event_rel, at, head))  # type: ignore[arg-type]
+        if wanted:
+            try:
+                datas = self.storage.read_ranges([w[1] for w in wanted], [w[2] for w in wanted],
+                                                 [len(w[3]) for w in wanted])
+            except OSError:
+                return out  # a missing file: the value read waits for it or reports it
+            if len(agreed) > _REDUCED_MAX:
+                agreed.clear()
+            for (i, rel, _, head), data in zip(wanted, datas, strict=True):
+                if data == head:
+                    out[i] = True
+                    agreed.add((rel, entries[i].get("tensorname")))
+            self.range_reads += len(wanted)
+            self.bytes_read += sum(map(len, datas))
+        return out
 
     def reduction(self, si: StepIndex, entry: Entry, reduction: str,
                   is_abs: bool) -> np.generic:
@@ -544,29 +547,68 @@ class ValueReader:
     def _load_reductions(self, fs: _FileState, si: StepIndex) -> None:
         """Read only the file's reduction records (raw tensors between them can be large),
         merging ranges that lie close together."""
-        entries = [e for r in si.reductions.values() for e in r.values()]  # type: ignore[union-attr]
-        try:
-            starts, lengths = zip(*map(_RANGE, entries), strict=True)
-            if set(map(type, starts + lengths)) != {int} or min(starts) < 0 or min(lengths) <= 0:
-                return  # damaged entries: the record read explains which
-            first, end = min(starts), max(map(add, starts, lengths))
-            if end - first <= self._span or end - first - sum(lengths) <= self._gap:
-                # the usual case: all in one read
-                spans = [(first, end)]
-            else:
-                spans = coalesce(starts, lengths, self._gap)
-        except (KeyError, TypeError, ValueError):
-            return  # malformed entries: the record read explains which
+        spans = self._reduction_spans(si)
+        if not spans:
+            return  # damaged entries: the record read explains which
         if len(spans) == 1:
+            first, end = spans[0]
             datas = [self.storage.read(si.event_rel, first, end - first)]  # type: ignore[arg-type]
         else:
             datas = self.storage.read_ranges([si.event_rel] * len(spans),  # type: ignore[list-item]
                                              [a for a, _ in spans], [b - a for a, b in spans])
+        self._keep_chunks(fs, spans, datas)
+
+    def _reduction_spans(self, si: StepIndex) -> list[tuple[int, int]]:
+        """The byte spans (start, end) of the file that hold its reduction records, close ones
+        merged; [] when an entry cannot say where its record is."""
+        entries = [e for r in si.reductions.values() for e in r.values()]  # type: ignore[union-attr]
+        try:
+            starts, lengths = zip(*map(_RANGE, entries), strict=True)
+            if set(map(type, starts + lengths)) != {int} or min(starts) < 0 or min(lengths) <= 0:
+                return []
+            first, end = min(starts), max(map(add, starts, lengths))
+            if end - first <= self._span or end - first - sum(lengths) <= self._gap:
+                return [(first, end)]  # the usual case: all in one read
+            return coalesce(starts, lengths, self._gap)
+        except (KeyError, TypeError, ValueError):
+            return []
+
+    def _keep_chunks(self, fs: _FileState, spans: list[tuple[int, int]],
+                     datas: Sequence[bytes]) -> None:
         fs.chunks = [(a, d) for (a, _), d in zip(spans, datas, strict=True)]
         size = sum(map(len, datas))
         self.range_reads += len(spans)
         self.bytes_read += size
         self._account(fs, size)
+
+    def read_reductions(self, sis: Sequence[StepIndex]) -> None:
+        """The reduction records of many files, read as `_load_reductions` reads one file's,
+        in one batched read (about `_BATCH_BYTES` at a time): for saved reductions read
+        step after step (`Tensor`'s read-ahead). Files already read are left alone."""
+        plan: list[tuple[StepIndex, list[tuple[int, int]]]] = []
+        cache_get = self._cache.get
+        for si in sis:
+            fs = cache_get(si.event_rel)  # type: ignore[arg-type]
+            if si.reductions and (fs is None or (fs.data is None and fs.chunks is None)):
+                spans = self._reduction_spans(si)
+                if spans:
+                    plan.append((si, spans))
+        lo = 0
+        while lo < len(plan):
+            hi, size = lo, 0
+            while hi < len(plan) and (size < _BATCH_BYTES or hi == lo):
+                size += sum(b - a for a, b in plan[hi][1])
+                hi += 1
+            part = [(si, a, b) for si, spans in plan[lo:hi] for a, b in spans]
+            datas = self.storage.read_ranges([si.event_rel for si, _, _ in part],  # type: ignore[misc]
+                                             [a for _, a, _ in part], [b - a for _, a, b in part])
+            at = 0
+            for si, spans in plan[lo:hi]:
+                fs = self._state(si)
+                if fs.data is None and fs.chunks is None:
+                    self._keep_chunks(fs, spans, datas[at : at + len(spans)])
+                at += len(spans)
+            lo = hi
 
     def _from_chunks(self, fs: _FileState, si: StepIndex, entry: Entry) -> np.ndarray | None:
         """The record decoded from a part of the file read before, if one holds it whole."""
@@ -606,7 +648,8 @@ class ValueReader:
         On S3, files written by smdebug-lite (and files seen before) are fetched whole and
         concurrently, `chunk` at a time.
         """
-        out: list[np.ndarray | None] = self._inlined(sis, name)
+        entries = [si.entries.get(name) for si in sis]
+        out: list[np.ndarray | None] = self._inlined(entries)
         if out and not any(map(is_, out, repeat(None))):
             return out  # type: ignore[return-value]
         if one_worker and sis:
@@ -619,35 +662,53 @@ class ValueReader:
                     return out  # type: ignore[return-value]
         local = self._local_root is not None
         if not out:
-            done = self._read_uniform(sis, name, local) if one_worker else None
+            done = self._read_uniform(sis, entries, name, local) if one_worker else None
             if done is not None:
                 return done  # type: ignore[return-value]
             out = [None] * len(sis)
-        plan, rest = self._plan(out, sis, name, local)
+        plan, rest = self._plan(out, sis, entries, name, local)
         if plan:
-            self._read_alone(out, plan, name)
+            self._read_alone(out, plan, entries, name)
         if rest:
             if local:
-                read = self.read
-                for i in rest:
-                    out[i] = read(sis[i], sis[i].entries[name])
+                self._read_whole_files(out, sis, entries, rest)
             else:
-                self._read_named_remote(out, sis, name, chunk)
+                self._read_named_remote(out, sis, entries, name, chunk)
         return out  # type: ignore[return-value]
 
-    def _inlined(self, sis: Sequence[StepIndex], name: str) -> list[np.ndarray | None]:
-        """The values inlined in the entries of `name`, None at the steps without one; [] when
-        no step has one (the usual case for a tensor that is not a scalar: two lookups)."""
-        if not sis:
+    def _read_whole_files(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
+                          entries: Sequence[Entry | None], rest: list[int]) -> None:
+        """Local records whose files are wanted whole (a second record of theirs): the files
+        read together, about `_BATCH_BYTES` at a time, then each record decoded."""
+        cache_get, most, read = self._cache.get, self.whole_file_max, self.read
+        lo = 0
+        while lo < len(rest):
+            hi, size, whole = lo, 0, []
+            while hi < len(rest) and (size < _BATCH_BYTES or hi == lo):
+                si = sis[rest[hi]]
+                fs = cache_get(si.event_rel)  # type: ignore[arg-type]
+                if si.event_rel and si.size <= most and (fs is None or fs.data is None):
+                    whole.append(si)
+                    size += si.size
+                hi += 1
+            if len(whole) > 1:
+                self._prefetch(whole)
+            for i in rest[lo:hi]:
+                out[i] = read(sis[i], entries[i])  # type: ignore[arg-type]
+            lo = hi
+
+    def _inlined(self, entries: Sequence[Entry | None]) -> list[np.ndarray | None]:
+        """The values inlined in `entries`, None at the steps without one; [] when no step has
+        one (the usual case for a tensor that is not a scalar: two lookups)."""
+        if not entries:
             return []
-        first, last = sis[0].entries.get(name), sis[-1].entries.get(name)
+        first, last = entries[0], entries[-1]
         if (first is None or INLINE_KEY not in first) and (last is None
                                                             or INLINE_KEY not in last):
             return []
         out: list[np.ndarray | None] = []
         add = out.append
-        for si in sis:
-            entry = si.entries.get(name)
+        for entry in entries:
             add(sound_inline(entry) if entry is not None and INLINE_KEY in entry else None)
         found = len(out) - sum(map(is_, out, repeat(None)))
         if not found:
@@ -655,14 +716,12 @@ class ValueReader:
         self.inline_reads += found
         return out
 
-    def _read_uniform(self, sis: Sequence[StepIndex], name: str,
-                      local: bool) -> list[np.ndarray] | None:
+    def _read_uniform(self, sis: Sequence[StepIndex], entries: Sequence[Entry | None],
+                      name: str, local: bool) -> list[np.ndarray] | None:
         """The usual bulk read, with loops in C rather than per record in Python: one worker's
         files none of which was read yet, every entry in the same layout. None (nothing
         done) when the case is not that simple; the general path then takes it."""
-        try:
-            entries = [si.entries[name] for si in sis]
-        except KeyError:
+        if None in entries:
             return None
         rels = [si.event_rel for si in sis]
         cache, partial = self._cache, self._partial
@@ -674,11 +733,13 @@ class ValueReader:
         size = sizes.pop()
         try:
             if size == _EVENT_KEYS:
-                starts, lengths = (list(x) for x in zip(*map(_RANGE, entries), strict=True))
+                starts, lengths = (list(x) for x in zip(*map(_RANGE, entries),  # type: ignore[arg-type]
+                                                        strict=True))
                 ours = None
             elif size == _FAST_KEYS and local:
                 starts, lengths, crcs, dtypes, shapes, offsets = (
-                    list(x) for x in zip(*map(_FAST_FIELDS, entries), strict=True))
+                    list(x) for x in zip(*map(_FAST_FIELDS, entries),  # type: ignore[arg-type]
+                                         strict=True))
                 ours = crcs, dtypes, shapes, offsets
             else:
                 return None
@@ -689,9 +750,9 @@ class ValueReader:
             return None
         datas = self.storage.read_ranges(rels, starts, lengths)
         if ours is None:
-            out: list[np.ndarray | None] = view_events(datas, lengths)
+            out: list[np.ndarray | None] = view_events(datas, lengths, name)
         else:
-            out = self._view_ours(datas, lengths, *ours)
+            out = self._view_ours(name, datas, lengths, *ours)
         failed = [i for i, arr in enumerate(out) if arr is None] if any(
             map(is_, out, repeat(None))) else []
         batch = _Batch(name)
@@ -722,36 +783,39 @@ class ValueReader:
                 self._evict()
         for i in failed:  # read alone again through the checks that explain the problem
             si = sis[i]
-            out[i] = self._read_range(self._state(si), si, entries[i])
+            out[i] = self._read_range(self._state(si), si, entries[i])  # type: ignore[arg-type]
         return out  # type: ignore[return-value]
 
     @staticmethod
-    def _view_ours(datas: list[bytes], lengths: list[int], crcs: list, dtypes: list,
-                   shapes: list, offsets: list) -> list[np.ndarray | None]:
-        """Records in smdebug-lite's layout: CRC32C checked, raw bytes viewed (None: failed)."""
+    def _view_ours(name: str, datas: list[bytes], lengths: list[int], crcs: list,
+                   dtypes: list, shapes: list, offsets: list) -> list[np.ndarray | None]:
+        """Records of tensor `name` in smdebug-lite's layout: CRC32C checked, the entry checked
+        against its record (`entry_check`), raw bytes viewed (None: failed)."""
         out: list[np.ndarray | None] = []
         add = out.append
-        ndarray, crc32c, dtypes_get = np.ndarray, _crc, _DTYPES.get
-        last_shape = shape_t = last_dtype = dt = None
+        ndarray, crc32c, dtypes_get = np.ndarray, _crc, DTYPES.get
+        last_shape = shape_t = last_dtype = dt = head = None
         for data, length, crc, dtype, shape, offset in zip(datas, lengths, crcs, dtypes,
                                                            shapes, offsets, strict=True):
             if len(data) != length or crc32c(data[HEADER_SIZE:-4]) != crc:
                 add(None)
                 continue
             try:
-                if shape != last_shape:
+                if shape != last_shape or dtype != last_dtype:
                     shape_t = shape_tuple(shape)
-                    last_shape = shape
-                if dtype != last_dtype:
                     dt = dtypes_get(dtype)
-                    last_dtype = dtype
-                add(None if dt is None or offset < HEADER_SIZE
-                    else ndarray(shape_t, dt, data, offset))  # type: ignore[arg-type]
+                    head = expected_head(name, dtype, shape)
+                    last_shape, last_dtype = shape, dtype
+                add(ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
+                    if dt is not None and head_agrees(data, 0, length, offset, *head)  # type: ignore[misc]
+                    else None)
             except (TypeError, ValueError):
+                last_shape = last_dtype = None  # not cached: the next record computes its own
                 add(None)
         return out
 
-    def _read_alone(self, out: list[np.ndarray | None], plan: list[tuple], name: str) -> None:
+    def _read_alone(self, out: list[np.ndarray | None], plan: list[tuple],
+                    entries: Sequence[Entry | None], name: str) -> None:
         # Bounded batches keep the bytes in flight (and in the cache before eviction) modest.
         lo = 0
         while lo < len(plan):
@@ -762,10 +826,11 @@ class ValueReader:
             part = plan[lo:hi] if lo or hi < len(plan) else plan
             datas = self.storage.read_ranges([p[1].event_rel for p in part],
                                              [p[2] for p in part], [p[3] for p in part])
-            self._view_records(out, part, datas, name)
+            self._view_records(out, part, datas, entries, name)
             lo = hi
 
-    def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex], name: str,
+    def _plan(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
+              entries: Sequence[Entry | None], name: str,
               local: bool) -> tuple[list[tuple], list[int]]:
         """What to read alone: records of files not read whole yet, in smdebug's layout, or
         in smdebug-lite's (local only). Each as (position in `out`, StepIndex, start, length,
@@ -777,14 +842,14 @@ class ValueReader:
         cache_get = self._cache.get
         partial = self._partial
         read, quick = self.read, self._quick
-        dtypes_get, fields, ranges = _DTYPES.get, _FAST_FIELDS, _RANGE
+        dtypes_get, fields, ranges = DTYPES.get, _FAST_FIELDS, _RANGE
         plan: list[tuple] = []
         add = plan.append
         rest: list[int] = []
         for i, si in enumerate(sis):
             if out[i] is not None:
                 continue
-            entry = si.entries.get(name)
+            entry = entries[i]
             if entry is None:
                 raise NoRawValue(i)
             rel = si.event_rel
@@ -827,21 +892,22 @@ class ValueReader:
         return plan, rest
 
     def _view_records(self, out: list[np.ndarray | None], plan: list[tuple],
-                      datas: list[bytes], name: str) -> None:
+                      datas: list[bytes], entries: Sequence[Entry | None], name: str) -> None:
         """Check each record read alone and view its raw bytes as the array."""
         columns = self._columns
         ndarray, crc32c = np.ndarray, _crc
-        worker = col = last_shape = shape_t = None
+        worker = col = last_shape = shape_t = last_dt = head = None
         added = 0
         failed: list[tuple] = []
         # smdebug's layout: the records are walked to their tensor bytes, together.
         events = [k for k, p in enumerate(plan) if p[4] is None]
         views: list[np.ndarray | None] = [None] * len(plan)
         if len(events) == len(plan):
-            views = view_events(datas, [p[3] for p in plan])
+            views = view_events(datas, [p[3] for p in plan], name)
         elif events:
             for k, arr in zip(events, view_events([datas[k] for k in events],
-                                                  [plan[k][3] for k in events]), strict=True):
+                                                  [plan[k][3] for k in events], name),
+                              strict=True):
                 views[k] = arr
         for (i, si, _, length, ours), data, arr in zip(plan, datas, views, strict=True):
             if ours is None:
@@ -854,13 +920,15 @@ class ValueReader:
                     failed.append((i, si))
                     continue
                 try:
-                    if shape != last_shape:
+                    if shape != last_shape or dt is not last_dt:
                         shape_t = shape_tuple(shape)
-                        last_shape = shape
-                    if offset < HEADER_SIZE:
-                        raise ValueError
+                        head = expected_head(name, dt.str, shape)
+                        last_shape, last_dt = shape, dt
+                    if not head_agrees(data, 0, length, offset, *head):  # type: ignore[misc]
+                        raise ValueError  # the entry does not describe its record
                     arr = ndarray(shape_t, dt, data, offset)  # type: ignore[arg-type]
                 except (TypeError, ValueError):
+                    last_shape = None
                     failed.append((i, si))
                     continue
             out[i] = arr
@@ -887,10 +955,10 @@ class ValueReader:
             if self._cached_bytes > self.cache_bytes:
                 self._evict()
         for i, si in failed:  # read alone again through the checks that explain the problem
-            out[i] = self._read_range(self._state(si), si, si.entries[name])
+            out[i] = self._read_range(self._state(si), si, entries[i])  # type: ignore[arg-type]
 
     def _read_named_remote(self, out: list[np.ndarray | None], sis: Sequence[StepIndex],
-                           name: str, chunk: int) -> None:
+                           entries: Sequence[Entry | None], name: str, chunk: int) -> None:
         cache_get = self._cache.get
         read = self.read
         for lo in range(0, len(sis), chunk):
@@ -898,20 +966,20 @@ class ValueReader:
             todo = [si for i, si in enumerate(sis[lo:hi], lo) if out[i] is None
                     and si.event_rel and si.size <= self.whole_file_max
                     and (cache_get(si.event_rel) is None or cache_get(si.event_rel).data is None)
-                    and name in si.entries]
+                    and entries[i] is not None]
             if len(todo) > 1:
                 self._prefetch(todo)
             for i in range(lo, hi):
                 if out[i] is not None:
                     continue
                 si = sis[i]
+                entry = entries[i]
+                if entry is None:
+                    raise NoRawValue(i)
                 fs = cache_get(si.event_rel)  # type: ignore[arg-type]
                 if fs is not None:
                     arr = fs.arrays.get(name)
                     if arr is not None:
                         out[i] = arr
                         continue
-                entry = si.entries.get(name)
-                if entry is None:
-                    raise NoRawValue(i)
                 out[i] = read(si, entry)

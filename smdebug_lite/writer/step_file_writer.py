@@ -18,7 +18,6 @@ import glob
 import os
 import tempfile
 
-from smdebug_lite import trial_listeners
 from smdebug_lite.format.index_file import parse_index
 from smdebug_lite.format.locations import (
     END_OF_JOB_FILE,
@@ -27,6 +26,7 @@ from smdebug_lite.format.locations import (
     collections_file_name,
 )
 from smdebug_lite.storage import LocalStorage, Storage, is_s3_path, open_storage
+from smdebug_lite.writer.compaction import rolling
 from smdebug_lite.writer.pending_step import PendingStep
 
 
@@ -35,11 +35,13 @@ class StepFileWriter:
 
     def __init__(self, out_dir: str, worker: str, staging_dir: str | None = None,
                  resumed: bool = False, staging_prefix: str = "smdebug-lite-staging-",
-                 previous_staging: str | None = None, chief: bool = False) -> None:
+                 previous_staging: str | None = None, chief: bool = False,
+                 storage: Storage | None = None) -> None:
         """`staging_prefix`: the name of the staging directory made for an S3 out_dir starts
         with it; `previous_staging`: that of the writer this one takes over from (`resumed`).
-        `chief`: the chief worker's writer announces each step it writes (`trial_listeners`:
-        the index is compacted as the trial grows)."""
+        `storage`: the out_dir's storage, when the caller holds it (a hook's); else opened here.
+        `chief`: the chief worker's writer has the index compacted as the trial grows
+        (`compaction.rolling`, told of each step written and of the writer's end)."""
         self.out_dir = out_dir
         self.worker = worker
         self.chief = chief
@@ -53,9 +55,9 @@ class StepFileWriter:
                 self._own_staging = staging
             self.storage: Storage = LocalStorage(staging)
             self.uploader = S3Uploader(staging, out_dir)
-            self.target: Storage = open_storage(out_dir)
+            self.target: Storage = storage or open_storage(out_dir)
         else:
-            self.storage = LocalStorage(out_dir)
+            self.storage = storage or LocalStorage(out_dir)
             self.target = self.storage
         self._written_steps: set[int] = set()
         # Steps of this worker already on storage when a writer resumes another's work.
@@ -96,7 +98,7 @@ class StepFileWriter:
         self._uploaded(sw.index_file_name)
         self._written_steps.add(sw.step)
         if self.chief:
-            trial_listeners.steps_written(self.out_dir, sw.step)
+            rolling.step_written(self.out_dir, sw.step)
 
     def write_collections(self, json_text: str) -> None:
         rel = collections_file_name(self.worker)
@@ -114,7 +116,7 @@ class StepFileWriter:
             if self._own_staging is not None and self.upload_error is None:
                 _remove_empty_tree(self._own_staging)
         if self.chief:  # (after the uploads: what is compacted last is on S3)
-            trial_listeners.writing_ended(self.out_dir)
+            rolling.writing_ended(self.out_dir)
         if mark_training_end and self.upload_error is None:
             self.target.write_atomic(END_OF_JOB_FILE, b"")
 

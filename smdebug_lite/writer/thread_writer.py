@@ -14,6 +14,7 @@ import threading
 import time
 
 from smdebug_lite.logger import get_logger
+from smdebug_lite.storage import Storage
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.protocol import on_sagemaker
 from smdebug_lite.writer.step_file_writer import StepFileWriter
@@ -39,15 +40,17 @@ class ThreadTrialWriter:
         resumed: bool = False,
         previous_staging: str | None = None,
         chief: bool = False,
+        storage: Storage | None = None,
     ) -> None:
-        """`chief`: the chief worker's writer (see `StepFileWriter`)."""
+        """`chief`: the chief worker's writer; `storage`: the out_dir's, if the caller holds it
+        (see `StepFileWriter`)."""
         self.out_dir = out_dir
         self.worker = worker
         self.chief = chief
         self.max_pending_bytes = max_pending_bytes
         # (resumed: it takes over from a writer process that died; see `StepFileWriter`)
         self.files = StepFileWriter(out_dir, worker, staging_dir, resumed,
-                                    previous_staging=previous_staging, chief=chief)
+                                    previous_staging=previous_staging, chief=chief, storage=storage)
         self.uploader = self.files.uploader
         self._queue: queue.SimpleQueue = queue.SimpleQueue()  # C-level: cheap to put from training
         self._cond = threading.Condition(threading.Lock())  # guards _pending; submit waits on it

@@ -13,8 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,9 +21,8 @@ import xgboost as xgb
 
 from smdebug_lite.config.arguments import type_error
 from smdebug_lite.config.collection import Collection, CollectionKeys
-from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugError
-from smdebug_lite.hooks.arguments import check_reduction_config
+from smdebug_lite.hooks.arguments import check_reduction_config, hook_constructor
 from smdebug_lite.hooks.core import HookCore
 from smdebug_lite.logger import get_logger
 from smdebug_lite.xgboost.trees import COLUMNS, round_tree_table
@@ -91,40 +89,25 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
     framework = "xgboost"
     default_save_interval = 10
 
+    @hook_constructor(optional_out_dir=True, untyped=("reduction_config",))
     def __init__(
         self,
-        out_dir: str | None = None,
-        export_tensorboard: bool = False,
-        tensorboard_dir: str | None = None,
-        dry_run: bool = False,
-        reduction_config=None,
-        save_config: SaveConfig | SaveConfigMode | dict | None = None,
-        include_regex: str | Iterable[str] | None = None,
-        include_collections: str | Iterable[str] | None = None,
-        save_all: bool = False,
-        include_workers: str = "one",
+        shared: dict[str, Any],
         hyperparameters: Mapping[str, Any] | None = None,
         train_data: Any = None,
         validation_data: Any = None,
     ) -> None:
         # XGBoost's own arguments are checked before the hook is registered anywhere; the
         # shared ones in HookCore (hooks/arguments.py).
+        reduction_config = shared.pop("reduction_config")
         check_reduction_config(reduction_config)
         if hyperparameters is not None and not isinstance(hyperparameters, Mapping):
             raise type_error("hyperparameters", hyperparameters, "a dict of names to values")
         train_dmatrix = _as_dmatrix(train_data, "train_data")
         validation_dmatrix = _as_dmatrix(validation_data, "validation_data")
         self._init_kwargs = dict(
-            out_dir=out_dir, export_tensorboard=export_tensorboard,
-            tensorboard_dir=tensorboard_dir, dry_run=dry_run, save_config=save_config,
-            include_regex=include_regex, include_collections=include_collections,
-            save_all=save_all, include_workers=include_workers,
-            hyperparameters=dict(hyperparameters) if hyperparameters else None)
-        HookCore.__init__(
-            self, out_dir, export_tensorboard=export_tensorboard, tensorboard_dir=tensorboard_dir,
-            dry_run=dry_run, reduction_config=None, save_config=save_config,
-            include_regex=include_regex, include_collections=include_collections,
-            save_all=save_all, include_workers=include_workers)
+            shared, hyperparameters=dict(hyperparameters) if hyperparameters else None)
+        HookCore.__init__(self, reduction_config=None, **shared)
         xgb.callback.TrainingCallback.__init__(self)
         if reduction_config is not None:
             logger.warning("XGBoost hook: reduction_config is not supported and is ignored")
@@ -379,9 +362,8 @@ class Hook(HookCore, xgb.callback.TrainingCallback):
         return {"_smd_pickled_kwargs": copy.copy(self._init_kwargs)}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(
-            _smd_pickled_kwargs=state.get("_smd_pickled_kwargs"), disabled=True, _closed=True,
-            _lock=threading.RLock())
+        self.__dict__.update(self.inert_state(),
+                             _smd_pickled_kwargs=state.get("_smd_pickled_kwargs"))
 
     def _build_if_unpickled(self) -> None:
         kwargs = self.__dict__.pop("_smd_pickled_kwargs", None)

@@ -153,7 +153,7 @@ def test_launcher_reports_a_bad_config_once_and_runs_the_script(tmp_path, name):
     (path,) = _write_configs(tmp_path, [name])
     script = tmp_path / "train.py"
     script.write_text(PLAIN)
-    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.launcher.train", str(script)],
+    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.container.train", str(script)],
                           capture_output=True, text=True, timeout=300, cwd=tmp_path,
                           env=_env(tmp_path, SMDEBUG_CONFIG_FILE_PATH=str(path)))
     lines = (proc.stdout + proc.stderr).splitlines()

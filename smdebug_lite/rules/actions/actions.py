@@ -1,10 +1,12 @@
-"""The actions a rule runs when its condition is met, parsed from ``action_json``.
+"""The actions a rule runs when its condition is met, parsed from ``action_json``: SageMaker's
+(StopTraining, Email, SMS) and ours (StopSignal, Webhook).
 
 Accepted forms: a JSON object or list of objects; the same with backslash-escaped quotes
 (``[{\\"name\\": \\"stoptraining\\", ...}]``, as smdebug-rulesconfig serializes it); or a JSON
 string holding either. Unlike smdebug, the text is not lower-cased: e-mail addresses and job
 prefixes keep their case. Action names and keys are matched case-insensitively. A malformed
-string or an unusable entry is logged and skipped; it never fails the rule.
+string or an unusable entry is logged and skipped; it never fails the rule. Entries are logged
+with their URLs and header values masked (a webhook's URL is its credential).
 """
 
 from __future__ import annotations
@@ -13,19 +15,38 @@ import json
 from typing import Any, Protocol
 
 from smdebug_lite.logger import get_logger
+from smdebug_lite.redact import MASK, redact_url, redact_value
 from smdebug_lite.rules.actions.message import MessageAction
+from smdebug_lite.rules.actions.rule_event import RuleEvent
 from smdebug_lite.rules.actions.stop_signal import StopSignalAction
 from smdebug_lite.rules.actions.stop_training import StopTrainingAction
+from smdebug_lite.rules.actions.webhook import WebhookAction
 
 logger = get_logger(__name__)
 
-ALLOWED_ACTIONS = ("stoptraining", "sms", "email", "stopsignal")
+ALLOWED_ACTIONS = ("stoptraining", "sms", "email", "stopsignal", "webhook")
 
 
 class Action(Protocol):
     name: str
 
     def invoke(self, message: str = "") -> None: ...
+
+
+def shown_entry(entry: Any) -> Any:
+    """An action entry as it may be logged: URLs reduced to their host, headers masked."""
+    if not isinstance(entry, dict):
+        return redact_value("", entry)
+    shown: dict[str, Any] = {}
+    for key, value in entry.items():
+        k = str(key).strip().lower()
+        if k == "url":
+            shown[key] = redact_url(value)
+        elif k == "headers":
+            shown[key] = ({h: MASK for h in value} if isinstance(value, dict) else MASK)
+        else:
+            shown[key] = redact_value(str(key), value)
+    return shown
 
 
 def parse_action_json(text: str | None) -> list[dict[str, Any]]:
@@ -48,7 +69,8 @@ def parse_action_json(text: str | None) -> list[dict[str, Any]]:
             continue
         break
     else:
-        raise ValueError(f"action_json is not valid JSON ({err}): {text[:200]!r}")
+        # The text may hold a webhook URL: only its length is shown.
+        raise ValueError(f"action_json is not valid JSON ({err}); {len(text)} characters")
     if isinstance(doc, dict):
         return [doc]
     if isinstance(doc, list):
@@ -84,7 +106,8 @@ class Actions:
 
     def _build(self, entry: Any, default_dir: str | None) -> Action | None:
         if not isinstance(entry, dict):
-            logger.error("Rule %s: skipping action %r: expected an object", self.rule_name, entry)
+            logger.error("Rule %s: skipping action %r: expected an object", self.rule_name,
+                         shown_entry(entry))
             return None
         keys = {str(k).strip().lower(): v for k, v in entry.items()}
         name = str(keys.get("name", "")).strip().lower().replace("_", "").replace("-", "")
@@ -104,9 +127,11 @@ class Actions:
                 if not path:
                     raise ValueError("needs 'path' (the training's out_dir)")
                 return StopSignalAction(self.rule_name, str(path))
+            if name == "webhook":
+                return WebhookAction.from_entry(self.rule_name, keys)
             raise ValueError(f"unknown action name; allowed: {', '.join(ALLOWED_ACTIONS)}")
         except ValueError as e:
-            logger.error("Rule %s: skipping action %s: %s", self.rule_name, entry, e)
+            logger.error("Rule %s: skipping action %s: %s", self.rule_name, shown_entry(entry), e)
             return None
 
     def __len__(self) -> int:
@@ -115,12 +140,19 @@ class Actions:
     def __iter__(self):
         return iter(self.actions)
 
-    def invoke(self, message: str = "") -> None:
+    def invoke(self, message: str = "", event: RuleEvent | None = None) -> None:
+        """Run each action with `message`; those that take the whole `event` (webhooks) get
+        it (built from the message when not given)."""
         if self.actions:
             logger.info("Rule %s: invoking %d action(s)", self.rule_name, len(self.actions))
+        if event is None:
+            event = RuleEvent(self.rule_name, message=message)
         for action in self.actions:
             try:
-                action.invoke(message)
+                if getattr(action, "takes_event", False):
+                    action.invoke(message, event=event)
+                else:
+                    action.invoke(message)
             except Exception as e:  # actions log their own AWS errors; this is a last resort
                 logger.error("Rule %s: action %s failed: %s", self.rule_name,
                              getattr(action, "name", action), e)

@@ -117,8 +117,8 @@ class Confusion(BuiltinRule):
     """Fires when the confusion matrix of a step is poor.
 
     For each step, the (label, prediction) pairs fill a category_no x category_no matrix
-    M[label][prediction]. For every predicted class j that occurs, M[j][j] / sum_i M[i][j]
-    must be >= `min_diag` and every M[i][j] / sum_i M[i][j] (i != j) <= `max_off_diag`.
+    ``M[label][prediction]``. For every predicted class j that occurs, ``M[j][j] / sum_i M[i][j]``
+    must be >= `min_diag` and every ``M[i][j] / sum_i M[i][j]`` (i != j) <= `max_off_diag`.
 
     Parameters: ``category_no`` (default: inferred from the data), ``labels`` / ``predictions``
     (tensor names, default "labels" / "predictions"), ``labels_collection`` /

@@ -39,9 +39,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from smdebug_lite.child_process import child_argv
 from smdebug_lite.env_settings import env_float
 from smdebug_lite.logger import get_logger
+from smdebug_lite.writer.child_process import child_argv
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.process.ack_board import RING_SUPPORTED, AckBoard
 from smdebug_lite.writer.process.channel import STORAGE_ENV_PREFIXES, Channel, ChannelClosed

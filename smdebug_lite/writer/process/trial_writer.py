@@ -13,6 +13,7 @@ import operator
 import os
 
 from smdebug_lite.logger import get_logger
+from smdebug_lite.storage import Storage
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.process.handle import WriterProcess, WriterProcessError
 from smdebug_lite.writer.protocol import on_sagemaker
@@ -33,10 +34,12 @@ class ProcessTrialWriter:
     the steps the dead one never acknowledged. Nothing of that reaches the hook."""
 
     def __init__(self, proc: WriterProcess, out_dir: str, worker: str = "worker_0",
-                 chief: bool = False) -> None:
-        """`chief`: the chief worker's writer (see `StepFileWriter`)."""
+                 chief: bool = False, storage: Storage | None = None) -> None:
+        """`chief`: the chief worker's writer (see `StepFileWriter`); `storage`: the out_dir's,
+        if the caller holds it, for writing from a thread after the writer process is gone."""
         self.proc: WriterProcess | None = proc  # None once writing moved to a thread
         self.out_dir = out_dir
+        self.storage = storage
         self.worker = worker
         self.chief = chief
         self.error: BaseException | None = None
@@ -289,7 +292,8 @@ class ProcessTrialWriter:
             self.proc = None
             self._thread = ThreadTrialWriter(
                 self.out_dir, self.worker, resumed=True,
-                previous_staging=staging_name(os.getpid(), self.wid), chief=self.chief)
+                previous_staging=staging_name(os.getpid(), self.wid), chief=self.chief,
+                storage=self.storage)
             self.submit = self._submit_to_thread  # type: ignore[method-assign]
             if self._collections is not None:
                 self._thread.write_collections(self._collections)

@@ -1,1 +1,11 @@
-"""Submodules of ``smdebug.rules.action`` (the package itself is ``smdebug_lite.rules.action``)."""
+"""``smdebug.rules.action``: smdebug's package of rule actions, an alias of the actions'
+one home, `smdebug_lite.rules.actions`. Its submodules are smdebug's module paths too."""
+
+from smdebug_lite.rules.actions import (
+    ALLOWED_ACTIONS,
+    Actions,
+    MessageAction,
+    StopTrainingAction,
+)
+
+__all__ = ["ALLOWED_ACTIONS", "Actions", "MessageAction", "StopTrainingAction"]
