@@ -50,6 +50,17 @@ _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Co
 _STREAM_BYTES = 64 * 1024
 
 
+@dataclass(frozen=True)
+class Served:
+    """One request: time.monotonic() when it arrived and when its response's headers left."""
+
+    method: str
+    path: str
+    arrived: float
+    answered: float
+    status: int
+
+
 @dataclass
 class ProxyStats:
     """What the proxy saw; `in_flight_max` is the most requests it held at one time."""
@@ -148,6 +159,7 @@ class _Handler(BaseHTTPRequestHandler):
                 with srv.lock:
                     srv.stats.slowdowns += 1
                 self._hold(arrived)
+                srv.note(Served(method, self.path, arrived, time.monotonic(), 503))
                 self.send_response_only(503, "Slow Down")
                 self.send_header("Content-Type", "application/xml")
                 self.send_header("Content-Length", str(len(_SLOWDOWN)))
@@ -157,6 +169,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             response = self._forward(method, body)
             self._hold(arrived)
+            srv.note(Served(method, self.path, arrived, time.monotonic(), response.status))
             self._relay(method, response)
         finally:
             with srv.lock:
@@ -220,22 +233,29 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 256
 
     def __init__(self, upstream: tuple[str, int], delay_s: float, rate_cap: RateCap | None,
-                 host: str, port: int) -> None:
+                 host: str, port: int, keep_log: bool) -> None:
         self.upstream, self.delay_s, self.rate_cap = upstream, delay_s, rate_cap
         self.stats = ProxyStats()
+        self.log: list[Served] | None = [] if keep_log else None
         self.lock = threading.Lock()
         super().__init__((host, port), _Handler)
 
+    def note(self, served: Served) -> None:
+        if self.log is not None:
+            with self.lock:
+                self.log.append(served)
+
 
 class LatencyProxy:
-    """The proxy on `host` (a free port by default), serving from a thread until `stop()`."""
+    """The proxy on `host` (a free port by default), serving from a thread until `stop()`.
+    `keep_log`: every request is kept in `log` (`Served`), to see which ones overlapped."""
 
     def __init__(self, upstream: str, delay_s: float = 0.020, rate_cap: RateCap | bool = False,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+                 host: str = "127.0.0.1", port: int = 0, keep_log: bool = False) -> None:
         u = urlsplit(upstream)
         cap = RateCap() if rate_cap is True else (rate_cap or None)
         self._server = _Server((u.hostname or "127.0.0.1", u.port or 80), delay_s, cap, host,
-                               port)
+                               port, keep_log)
         self.url = f"http://{host}:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, name="latency-proxy",
                                         daemon=True)
@@ -243,6 +263,11 @@ class LatencyProxy:
     @property
     def stats(self) -> ProxyStats:
         return self._server.stats
+
+    @property
+    def log(self) -> list[Served]:
+        with self._server.lock:
+            return list(self._server.log or ())
 
     def start(self) -> LatencyProxy:
         self._thread.start()

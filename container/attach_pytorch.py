@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as module_mod
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import get_hook
 from smdebug_lite.pytorch.hook import Hook, in_backward_pass

@@ -13,7 +13,7 @@ import inspect
 from typing import Any
 
 from smdebug_lite.container.import_watch import when_imported
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger("container.attach_tensorflow")
 

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from types import ModuleType
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger("container.import_watch")
 

@@ -31,7 +31,7 @@ from smdebug_lite.container.inline_config import (
 )
 from smdebug_lite.container.sagemaker_entry import EntryPointError, resolve_train_command
 from smdebug_lite.hooks.singleton import USE_SMDEBUG_ENV, smdebug_enabled
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger("container.train")
 

@@ -14,8 +14,8 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from smdebug_lite.env_settings import env_float
-from smdebug_lite.redact import (
+from smdebug_lite.config.env_settings import env_float
+from smdebug_lite.log.redact import (
     RedactingStream,
     redact,
     redacting_filter,

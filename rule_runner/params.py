@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from smdebug_lite.redact import redact, register_secrets
+from smdebug_lite.log.redact import redact, register_secrets
 
 DEFAULT_OPT_ML = "/opt/ml"
 OPT_ML_ENV = "SM_OPT_ML"

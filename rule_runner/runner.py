@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from smdebug_lite.redact import redact_mapping, redact_value
+from smdebug_lite.log.redact import redact_mapping, redact_value
 from smdebug_lite.rule_runner.params import RULE_TO_INVOKE, ConfigError, RunnerConfig
 from smdebug_lite.rule_runner.source import load_builtin_rule, load_user_rule
 from smdebug_lite.rule_runner.status import Outcome, StatusReport, safe_file_name

@@ -5,7 +5,7 @@ NoIssuesFound, a failure is IssuesFound or Error, and the first 1,024 bytes of
 ``/opt/ml/output/message`` (and ``failure``) become ``StatusDetails``. The JSON status file
 under the rule output folder is our own convention, so local runs need not guess.
 
-Everything written passes `smdebug_lite.redact.redact` first, so a credential quoted by an
+Everything written passes `smdebug_lite.log.redact.redact` first, so a credential quoted by an
 exception or a parameter never reaches StatusDetails.
 """
 
@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from smdebug_lite.redact import redact
+from smdebug_lite.log.redact import redact
 from smdebug_lite.rule_runner import (
     EXIT_ERROR,
     EXIT_ISSUES_FOUND,

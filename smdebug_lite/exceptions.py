@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from smdebug_lite.mode_keys import ModeKeys
+from smdebug_lite.modes import ModeKeys
 
 
 class SMDebugError(Exception):

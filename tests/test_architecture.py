@@ -75,7 +75,7 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "xgboost.train as it was, kept on the launcher's replacement to undo the patch",
     "container/attach_xgboost.py: train._smd_original":
         "xgboost.train as it was, kept on the launcher's replacement to undo the patch",
-    "smdebug_lite/redact.py: record._smdebug_redacted":
+    "smdebug_lite/log/redact.py: record._smdebug_redacted":
         "a log record scrubbed once, marked so that a second handler does not scrub it again",
     "smdebug_lite/tensorflow/capture.py: dispatcher._smd_runner":
         "the capture runner attached to a TF step function it instruments",
@@ -139,12 +139,11 @@ PRIVATE_ACCESS_ALLOWED: set[str] = set()
 #   bottom -> capture (hooks and framework adapters) -> writer -> storage
 #   storage -> index -> trials -> table -> rules -> rule_runner -> distributed -> export/report
 #   -> cli
-# `stop_signal` sits with the bottom: hooks poll what rules write without importing them.
+# `storage.stop_signal` sits with the bottom: hooks poll what rules write without importing them.
 # `format` holds what both sides share (the manifest document, index entries, record decoding):
 # the writer's compaction writes a manifest and a trial reads it, neither importing the other.
-BOTTOM = ("modes", "mode_keys", "exceptions", "env_settings", "logger", "redact", "reductions",
-          "config", "format", "storage", "stop_signal")
-CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer")
+BOTTOM = ("modes", "exceptions", "log", "config", "format", "storage")
+CAPTURE = ("hooks", "pytorch", "tensorflow", "xgboost", "writer", "callbacks")
 READING = ("index", "trials")
 OPTIONAL_INTEGRATIONS = ("lightning", "huggingface")
 
@@ -730,7 +729,7 @@ def test_the_layering_forbids_imports_up_or_across_the_sides():
         ("smdebug_lite.format.manifest", "smdebug_lite.index.compacted"),
         ("smdebug_lite.format.step_index", "smdebug_lite.trials"),
         ("smdebug_lite.format.entry_record", "smdebug_lite.writer"),
-        ("smdebug_lite.stop_signal", "smdebug_lite.rules"),
+        ("smdebug_lite.storage.stop_signal", "smdebug_lite.rules"),
     ]
     allowed = [
         ("smdebug_lite.writer.compaction.compact", "smdebug_lite.format.manifest"),
@@ -822,3 +821,15 @@ def test_the_class_checks_see_what_they_should():
     assert _class_level(s)[0] == {"x"}
     fields, defined = _class_level(c)
     assert {a for a, _ in _self_assignments(c)} - defined - fields == {"a", "b", "_c", "d", "e", "f"}
+
+
+# The package root: public entry points and the package's own private plumbing, nothing else.
+ROOT_MODULES = {"__init__", "modes", "exceptions", "_version", "_build_version",
+                "_checkout_programs"}
+
+
+def test_the_package_root_holds_only_its_entry_points():
+    stray = sorted(p.name for p in ROOT.glob("*.py") if p.stem not in ROOT_MODULES)
+    assert not stray, (
+        f"modules at the package root: {stray}; put each in the layer it serves "
+        "(docs/design.md, Package map)")

@@ -264,9 +264,9 @@ def _assert_not_reducible(exc: pytest.ExceptionInfo, tensor: str | None, reducti
 def test_reduction_of_a_string_tensor_is_a_type_error_everywhere(tmp_path):
     import xgboost as xgb
 
+    from smdebug_lite.config.reductions import compute_reduction
+    from smdebug_lite.config.reductions import reduce_array as compute
     from smdebug_lite.pytorch.reductions import reduce_tensor
-    from smdebug_lite.reductions import compute_reduction
-    from smdebug_lite.reductions import reduce_array as compute
     from smdebug_lite.xgboost import Hook
 
     rng = np.random.default_rng(0)

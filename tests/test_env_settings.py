@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import kept_log_records
 
-from smdebug_lite.env_settings import env_bool, env_float, env_int
+from smdebug_lite.config.env_settings import env_bool, env_float, env_int
 from smdebug_lite.exceptions import SMDebugValueError
 from smdebug_lite.format.bounded_json import max_json_bytes
 from smdebug_lite.index.reader import IndexReader
@@ -38,7 +38,7 @@ GOLDEN = REPO / "tests" / "data" / "golden" / "pt_basic"  # 25 steps, ended
 @pytest.fixture
 def warnings_seen():
     """The settings' warnings (the library's root logger does not propagate to pytest)."""
-    yield from kept_log_records("smdebug_lite.env_settings")
+    yield from kept_log_records("smdebug_lite.config.env_settings")
 
 
 def _messages(records: list[logging.LogRecord]) -> list[str]:

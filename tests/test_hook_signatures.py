@@ -44,7 +44,7 @@ PINNED = {
     ("smdebug_lite.pytorch", "Hook"): HOOK,
     ("smdebug_lite.tensorflow", "KerasHook"): HOOK,
     ("smdebug_lite.xgboost", "Hook"): XGBOOST,
-    ("smdebug_lite.callback_hook", "HookCallback"): CALLBACK,
+    ("smdebug_lite.callbacks.callback_hook", "HookCallback"): CALLBACK,
     ("smdebug_lite.lightning", "DebuggerCallback"): CALLBACK,
     ("smdebug_lite.huggingface", "DebuggerCallback"): CALLBACK,
 }

@@ -331,7 +331,7 @@ def test_bad_settings_warn_and_keep_their_defaults(monkeypatch):
 
     from smdebug_lite.trials.read_ahead import ahead_settings
 
-    records = kept_log_records("smdebug_lite.env_settings")
+    records = kept_log_records("smdebug_lite.config.env_settings")
     seen = next(records)
     monkeypatch.setenv("SMDEBUG_READER_AHEAD_STEPS", "-3")
     monkeypatch.setenv("SMDEBUG_READER_AHEAD_MB", "lots")

@@ -1,4 +1,4 @@
-"""smdebug_lite.redact: credentials by name, by registered value and in URLs; never other values."""
+"""smdebug_lite.log.redact: credentials by name, by registered value and in URLs; never other values."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from smdebug_lite import redact as r
+from smdebug_lite.log import redact as r
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +78,7 @@ def test_redact_mapping() -> None:
 
 
 def test_library_loggers_are_filtered() -> None:
-    from smdebug_lite.logger import get_logger
+    from smdebug_lite.log.logger import get_logger
 
     r.register_secret("AKIAxxxxSECRET")
     stream = io.StringIO()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from trial_builders import write_job
 
-from smdebug_lite.reductions import ALL_REDUCTIONS, compute_reduction
+from smdebug_lite.config.reductions import ALL_REDUCTIONS, compute_reduction
 from smdebug_lite.trials import create_trial
 from smdebug_lite.trials.reduction_batch import MIN_ROWS, batchable, reduce_rows
 

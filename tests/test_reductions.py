@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.reductions import (
+from smdebug_lite.config.reductions import (
     ALL_REDUCTIONS,
     ALLOWED_NORMS,
     ALLOWED_REDUCTIONS,
@@ -22,6 +21,7 @@ from smdebug_lite.reductions import (
     reduce_array,
     reduction_tensor_name,
 )
+from smdebug_lite.exceptions import SMDebugValueError
 
 VALUE_REDUCTIONS = ALLOWED_REDUCTIONS + ALLOWED_NORMS
 

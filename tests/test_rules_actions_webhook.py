@@ -15,8 +15,8 @@ from test_rules_helpers import scalar_steps, write_trial
 from typer.testing import CliRunner
 from webhook_server import HANG, webhook_server
 
-from smdebug_lite import redact
 from smdebug_lite.cli.app import build_app
+from smdebug_lite.log import redact
 from smdebug_lite.rule_runner.evaluation import RuleJob, evaluate_job
 from smdebug_lite.rules import Actions, Rule, invoke_rule
 from smdebug_lite.rules.actions import RuleEvent, WebhookAction

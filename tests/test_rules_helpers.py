@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from smdebug_lite.config import Collection, CollectionManager
+from smdebug_lite.config.reductions import reduction_tensor_name
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.reductions import reduction_tensor_name
 from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
 

@@ -1,7 +1,8 @@
 """The benchmarks' S3 latency proxy (bench/s3_latency_proxy.py) behaves as S3 does where the
 read benchmarks depend on it: every response waits for the first-byte delay, concurrent
 requests overlap instead of queueing, bodies arrive whole, and the rate cap refuses the excess
-of a prefix with 503 SlowDown while other prefixes go on."""
+of a prefix with 503 SlowDown while other prefixes go on. Through it, a compacted trial on S3
+is seen asking for what its manifest names together."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from bench.s3_latency_proxy import LatencyProxy, RateCap
+from smdebug_lite.trials import create_trial
+from smdebug_lite.writer.compaction import compact_trial
 
 DELAY_S = 0.2
 
@@ -109,3 +112,29 @@ def test_the_rate_cap_refuses_the_excess_of_a_prefix(s3_endpoint, bucket):
         assert get("other/index/0.json") == "ok"  # another prefix has its own budget
         time.sleep(1.05)
         assert get("job/index/0.json") == "ok"  # the window has moved on
+
+
+def test_a_compacted_trial_asks_for_what_its_manifest_names_together(s3_endpoint, s3_bucket,
+                                                                      tmp_path, monkeypatch):
+    """After the manifest's head, its chunks' prefixes, the last index file it covers and the
+    listing after that need nothing else: they are requested together, not one round trip
+    after another."""
+    from test_manifest import write_steps
+    from test_s3_trial import upload_dir
+
+    write_steps(tmp_path / "t", range(60), end=True)
+    assert compact_trial(str(tmp_path / "t"), chunk_steps=20).chunks_written == 3
+    uri = upload_dir(s3_endpoint.client(), tmp_path / "t", s3_bucket, "runs/together")
+    with LatencyProxy(s3_endpoint.url, 0.1, keep_log=True) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        trial = create_trial(uri)
+        assert trial.steps() == list(range(60)) and trial.index_files_read == 0
+        log = proxy.log
+    head = next(r for r in log if r.path.endswith("/manifest/manifest.json"))
+    after = [r for r in log if r.arrived >= head.answered]
+    first_answer = min(r.answered for r in after)
+    together = {"prefix" if "/manifest/chunks/" in r.path else "listing" if "list-type=2" in r.path
+                else "last index file" if "/index/" in r.path else r.path
+                for r in after if r.arrived < first_answer}
+    assert {"prefix", "listing", "last index file"} <= together, log

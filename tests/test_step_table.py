@@ -13,9 +13,10 @@ import pytest
 from trial_builders import open_writer, write_steps
 
 import smdebug_lite.trials.tensor as tensor_module
+from smdebug_lite.config.arguments import as_mode
 from smdebug_lite.exceptions import IndexFileCorrupted, SMDebugValueError
 from smdebug_lite.index import StepIndex
-from smdebug_lite.modes import ModeKeys, as_mode
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials import create_trial
 from smdebug_lite.trials.step_table import StepState, StepTable
 

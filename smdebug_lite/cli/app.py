@@ -36,7 +36,7 @@ Examples:
 def _quiet_library_logs() -> None:
     """Library logs go to stderr (stdout carries tables and JSON), warnings and up unless
     SMDEBUG_LOG_LEVEL asks for more."""
-    from smdebug_lite.logger import get_logger
+    from smdebug_lite.log.logger import get_logger
 
     root = get_logger()
     if "SMDEBUG_LOG_LEVEL" not in os.environ:

@@ -36,7 +36,8 @@ def open_trial(uri: str, timeout: float = DEFAULT_TIMEOUT_S, quiet: bool = False
 
 
 def parse_mode_option(mode: str | None) -> Any:
-    from smdebug_lite.modes import ALLOWED_MODE_NAMES, parse_mode
+    from smdebug_lite.config.arguments import parse_mode
+    from smdebug_lite.modes import ALLOWED_MODE_NAMES
 
     if mode is None:
         return None

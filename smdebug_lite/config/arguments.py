@@ -10,9 +10,11 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable, Mapping
+from enum import Enum
 from typing import Any
 
 from smdebug_lite.exceptions import SMDebugTypeError, SMDebugValueError
+from smdebug_lite.modes import ALLOWED_MODE_NAMES, MODE_BY_VALUE, ModeKeys
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
@@ -205,3 +207,28 @@ __all__ = [
     "unwrap_flag_list",
     "value_error",
 ]
+
+
+def parse_mode(mode: object, argument: str = "mode") -> ModeKeys:
+    """Accept a ModeKeys, its name (any case) or its int value; anything else is a ValueError."""
+    if isinstance(mode, ModeKeys):
+        return mode
+    if isinstance(mode, str) and mode.strip().upper() in ALLOWED_MODE_NAMES:
+        return ModeKeys[mode.strip().upper()]
+    if isinstance(mode, int) and not isinstance(mode, bool) and mode in MODE_BY_VALUE:
+        return MODE_BY_VALUE[mode]
+    raise SMDebugValueError(
+        f"{argument}={mode!r} is not a mode; expected one of {', '.join(ALLOWED_MODE_NAMES)}"
+    )
+
+
+def as_mode(mode: object) -> ModeKeys | None:
+    """A ModeKeys from ours, from any enum with the same member names (e.g. smdebug's), a name
+    or an int value. None stays None: as in smdebug, a mode under which nothing was saved (no
+    steps, no tensors; a value lookup raises StepUnavailable)."""
+    if mode.__class__ is ModeKeys or mode is None:
+        return mode  # type: ignore[return-value]
+    name = getattr(mode, "name", None)
+    if isinstance(mode, Enum) and name in ALLOWED_MODE_NAMES:
+        return ModeKeys[name]
+    return parse_mode(mode)

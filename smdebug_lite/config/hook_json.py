@@ -42,7 +42,7 @@ from smdebug_lite.config.save_config import (
 )
 from smdebug_lite.exceptions import JSONFileRejected, SMDebugValueError
 from smdebug_lite.format import bounded_json
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ALLOWED_MODES, ModeKeys
 
 DEFAULT_CONFIG_PATH = "/opt/ml/input/config/debughookconfig.json"

@@ -13,7 +13,7 @@ are accepted as reductions. In the JSON form they go under their own key,
 ``extension_reductions``, because smdebug's ReductionConfig rejects unknown names in
 ``reductions`` and would then fail to load the collections file of the trial.
 
-The names themselves live in `smdebug_lite.reductions`; they are re-exported here, where smdebug
+The names themselves live in `smdebug_lite.config.reductions`; they are re-exported here, where smdebug
 had them.
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from smdebug_lite.config.arguments import ArgumentTypeError, flag_truth, type_error
+from smdebug_lite.config.reductions import ALLOWED_NORMS, ALLOWED_REDUCTIONS, COUNT_REDUCTIONS
 from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.reductions import ALLOWED_NORMS, ALLOWED_REDUCTIONS, COUNT_REDUCTIONS
 
 REDUCTION_CONFIG_KEYS = (
     "reductions",

@@ -19,9 +19,9 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from smdebug_lite.config.arguments import type_error
+from smdebug_lite.config.arguments import parse_mode, type_error
 from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.modes import ALLOWED_MODE_NAMES, ALLOWED_MODES, ModeKeys, parse_mode
+from smdebug_lite.modes import ALLOWED_MODE_NAMES, ALLOWED_MODES, ModeKeys
 
 DEFAULT_SAVE_INTERVAL = 500
 DEFAULT_START_STEP = 0

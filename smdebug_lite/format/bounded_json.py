@@ -23,7 +23,7 @@ import json
 import re
 from typing import Any
 
-from smdebug_lite.env_settings import env_float
+from smdebug_lite.config.env_settings import env_float
 from smdebug_lite.exceptions import JSONFileRejected
 
 try:  # about twice as fast as the json module on index files, which dominate trial loading

@@ -25,7 +25,7 @@ from typing import Any
 
 from smdebug_lite.exceptions import JSONFileRejected, NonFiniteRecordDamaged
 from smdebug_lite.format import bounded_json
-from smdebug_lite.mode_keys import ALLOWED_MODE_NAMES, ModeKeys
+from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys
 
 VERSION = 1
 PHASES = ("forward", "loss", "backward", "weights")

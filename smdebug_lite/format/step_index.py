@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from smdebug_lite.config.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.exceptions import (
     IndexFileCorrupted,
     IndexReaderException,
@@ -25,7 +26,6 @@ from smdebug_lite.format.bounded_json import check_size, slow_loads
 from smdebug_lite.format.inline_value import inline_value
 from smdebug_lite.format.locations import event_file_name, parse_index_file_name
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 
 Entry = dict[str, Any]  # one tensor_payload item: tensorname, start_idx, length (+ our extras)
 _MODES = {m.name: m for m in ModeKeys}

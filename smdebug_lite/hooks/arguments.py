@@ -27,13 +27,14 @@ from smdebug_lite.config.arguments import (
     check_names,
     check_path,
     check_regexes,
+    parse_mode,
     renamed,
     value_error,
 )
 from smdebug_lite.config.reduction_config import ReductionConfig
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugTypeError, SMDebugValueError
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import is_s3_path
 from smdebug_lite.storage.s3 import parse_s3_uri
 

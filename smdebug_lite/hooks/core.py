@@ -48,6 +48,7 @@ from smdebug_lite.config.collection import (
 from smdebug_lite.config.hook_collections import resolve_collections
 from smdebug_lite.config.hook_json import HookSettings, parse_hook_config
 from smdebug_lite.config.reduction_config import ReductionConfig
+from smdebug_lite.config.reductions import reduction_tensor_name
 from smdebug_lite.config.save_config import SaveConfig, SaveConfigMode
 from smdebug_lite.exceptions import SMDebugRuntimeError, TrialStorageError
 from smdebug_lite.format.locations import END_OF_JOB_FILE
@@ -69,11 +70,10 @@ from smdebug_lite.hooks.step_cursor import StepCursor
 from smdebug_lite.hooks.step_machine import Capture, StepMachine
 from smdebug_lite.hooks.training_state import TrainingState
 from smdebug_lite.hooks.trial_output import SilentDisable, TrialOutput
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.reductions import reduction_tensor_name
-from smdebug_lite.stop_signal import StopSignalPoller
 from smdebug_lite.storage import is_s3_path, open_storage
+from smdebug_lite.storage.stop_signal import StopSignalPoller
 from smdebug_lite.writer import PendingStep, ProcessTrialWriter, TrialWriter, WriteFailed
 from smdebug_lite.writer.sagemaker_metrics import SageMakerMetrics
 
@@ -595,7 +595,7 @@ class HookCore:
 
     @staticmethod
     def _numpy_reductions(plan: TensorPlan, arr: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
-        from smdebug_lite.reductions import reduce_array as compute
+        from smdebug_lite.config.reductions import reduce_array as compute
 
         return {pair: compute(arr, *pair) for pair in plan.reductions}
 

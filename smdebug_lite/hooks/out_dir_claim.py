@@ -12,7 +12,7 @@ import contextlib
 import os
 
 from smdebug_lite.format.locations import CLAIM_FILE
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 
 logger = get_logger(__name__)

@@ -35,9 +35,9 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any
 
-from smdebug_lite.env_settings import env_bool, env_float
+from smdebug_lite.config.env_settings import env_bool, env_float
 from smdebug_lite.hooks import registry
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 if TYPE_CHECKING:
     from smdebug_lite.hooks.core import HookCore

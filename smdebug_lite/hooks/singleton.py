@@ -15,7 +15,7 @@ from typing import Any
 
 from smdebug_lite.config.hook_json import HookConfigError, config_file_path
 from smdebug_lite.hooks import registry
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger(__name__)
 

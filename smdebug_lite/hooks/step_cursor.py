@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 
+from smdebug_lite.config.arguments import parse_mode
 from smdebug_lite.config.collection import EVAL_PREDICT_SKIPPED_COLLECTIONS, Collection
 from smdebug_lite.config.save_config import SaveConfigMode, watch_schedules
 from smdebug_lite.hooks.training_state import TrainingState
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.modes import ModeKeys
 
 FOREVER = 1 << 62  # quiet steps ahead when no collection ever saves again
 _GLOBAL = ModeKeys.GLOBAL

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from smdebug_lite.config.hook_json import HookConfigError, read_local_path
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import LocalStorage
 

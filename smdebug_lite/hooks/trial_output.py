@@ -13,7 +13,7 @@ from smdebug_lite.config.collection_manager import CollectionManager
 from smdebug_lite.format.locations import END_OF_JOB_FILE
 from smdebug_lite.hooks.arguments import HookArguments
 from smdebug_lite.hooks.out_dir_claim import OutDirClaim
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage, is_s3_path
 from smdebug_lite.writer import (
     ProcessTrialWriter,

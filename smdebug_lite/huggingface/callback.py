@@ -23,7 +23,7 @@ from typing import Any
 from torch import nn
 from transformers import TrainerCallback
 
-from smdebug_lite import callback_hook
+from smdebug_lite.callbacks import callback_hook
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import step_call
 from smdebug_lite.pytorch.torch_hooks import in_backward_pass

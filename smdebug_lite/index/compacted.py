@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.env_settings import env_int
+from smdebug_lite.config.env_settings import env_int
 from smdebug_lite.exceptions import IndexFileCorrupted
 from smdebug_lite.format import manifest as mf
 from smdebug_lite.format.locations import index_file_name, serialize_worker
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 
 logger = get_logger(__name__)

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
 
-from smdebug_lite.env_settings import env_bool
+from smdebug_lite.config.env_settings import env_bool
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
 from smdebug_lite.format import manifest as _manifest
 from smdebug_lite.format.inline_value import INLINE_KEY
@@ -30,7 +30,7 @@ from smdebug_lite.format.locations import (
 )
 from smdebug_lite.format.step_index import StepIndex, all_entries, parse_step_index
 from smdebug_lite.index.compacted import CompactedIndex
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 
 logger = get_logger(__name__)

@@ -24,7 +24,7 @@ from typing import Any
 
 from torch import Tensor
 
-from smdebug_lite import callback_hook
+from smdebug_lite.callbacks import callback_hook
 from smdebug_lite.modes import ModeKeys
 
 try:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import weakref
 from typing import Any, Protocol
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger(__name__)
 

@@ -38,7 +38,7 @@ from smdebug_lite.config.collection import CollectionKeys
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.arguments import check_start_step, hook_constructor
 from smdebug_lite.hooks.core import SCALAR_PREFIX, HookCore
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import sharded, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy

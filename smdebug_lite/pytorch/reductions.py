@@ -4,7 +4,7 @@ The values match what smdebug's PyTorch hook saved: ``variance``/``std`` are unb
 default), ``l1``/``l2`` are vector norms of the flattened tensor, ``abs`` is applied first, and the
 result keeps the tensor's dtype. Where torch has no op for a dtype (the mean of an int tensor, the
 norm of a bool tensor) the value is computed in float64 instead of failing. The counts
-(``num_nan``, ``num_inf``, ``num_zero``, see `smdebug_lite.reductions`) are int64, still on the
+(``num_nan``, ``num_inf``, ``num_zero``, see `smdebug_lite.config.reductions`) are int64, still on the
 device, so a step's NaN accounting costs no extra host synchronisation.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from smdebug_lite.config.reductions import check_reducible, is_count
 from smdebug_lite.exceptions import TensorNotReducible
-from smdebug_lite.reductions import check_reducible, is_count
 
 _FLOAT_ONLY = frozenset({"mean", "variance", "std", "l1", "l2"})
 

@@ -25,8 +25,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from smdebug_lite.config.reductions import is_count
 from smdebug_lite.pytorch.reductions import reduce_tensor
-from smdebug_lite.reductions import is_count
 
 _DTENSOR_MODULE = "torch.distributed.tensor"
 _SECOND_PASS = frozenset({"variance", "std"})

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from smdebug_lite.env_settings import env_float
+from smdebug_lite.config.env_settings import env_float
 from smdebug_lite.exceptions import (
     NoMoreData,
     NoMoreProfilerData,
@@ -46,7 +46,7 @@ from smdebug_lite.exceptions import (
     TensorUnavailableForStep,
     TrialDataTimeout,
 )
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.rules.rule import Rule
 from smdebug_lite.rules.trial_view import unwrap
 

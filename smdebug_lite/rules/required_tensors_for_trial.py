@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, KeysView, ValuesView
 from typing import Any
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.rules.required_tensors import _ForTrial
 
 logger = get_logger(__name__)

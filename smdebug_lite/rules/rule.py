@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from smdebug_lite.exceptions import RuleEvaluationConditionMet
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.rules.actions import Actions
 from smdebug_lite.rules.actions.rule_event import ISSUES_FOUND, RuleEvent, evidence_of
 from smdebug_lite.rules.required_tensors import RequiredTensors

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.env_settings import env_float
+from smdebug_lite.config.env_settings import env_float
 from smdebug_lite.exceptions import TensorNotReducible, TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys
 

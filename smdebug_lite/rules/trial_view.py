@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.config.arguments import parse_mode
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.rules.tensor_cache import TensorCache
 
 GLOBAL = ModeKeys.GLOBAL

@@ -28,9 +28,9 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-from smdebug_lite.env_settings import env_int
+from smdebug_lite.config.env_settings import env_int
 from smdebug_lite.exceptions import TrialStorageError
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage.base import Chunks, Storage
 from smdebug_lite.storage.ranges import Span, coalesce, slice_ranges
 

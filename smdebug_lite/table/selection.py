@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from smdebug_lite.config.arguments import parse_mode
 from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.modes import ModeKeys
 
 DEFAULT_WINDOW_STEPS = 500
 

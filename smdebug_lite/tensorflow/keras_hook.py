@@ -25,7 +25,7 @@ from smdebug_lite.config.collection import Collection, CollectionKeys
 from smdebug_lite.hooks.arguments import hook_constructor
 from smdebug_lite.hooks.core import HookCore, TensorPlan, to_numpy_value
 from smdebug_lite.hooks.step_machine import Capture
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.tensorflow import capture as cap
 from smdebug_lite.tensorflow.flavor import flavor_of

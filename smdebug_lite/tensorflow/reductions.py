@@ -1,7 +1,7 @@
 """Reductions computed with TensorFlow ops where the tensor lives (GPU tensors stay on the GPU;
 only the scalar results are copied to the host, in one transfer per tensor).
 
-Semantics are those of every smdebug-lite hook (`smdebug_lite.reductions`): variance and std
+Semantics are those of every smdebug-lite hook (`smdebug_lite.config.reductions`): variance and std
 are unbiased (ddof=1, as torch computes them), l1/l2 norms are over the flattened tensor, the
 mean of an integer tensor is float64, the counts (num_nan, num_inf, num_zero) are int64.
 smdebug's TF hook computed them with numpy instead (ddof=0, and 2-D "norms" were matrix norms),
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from smdebug_lite.config.reductions import check_reduction_name, is_count, reduce_array
 from smdebug_lite.exceptions import TensorNotReducible
-from smdebug_lite.reductions import check_reduction_name, is_count, reduce_array
 
 _FLOATS = (tf.float16, tf.bfloat16, tf.float32, tf.float64)
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from smdebug_lite.hooks import singleton as _singleton
 from smdebug_lite.hooks.singleton import del_hook, set_hook
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 if TYPE_CHECKING:
     from smdebug_lite.tensorflow.keras_hook import KerasHook

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable
 
-from smdebug_lite.env_settings import env_float, env_int
+from smdebug_lite.config.env_settings import env_float, env_int
 
 _MAX_CURSORS = 64  # (mode, worker, record) runs followed per tensor; all dropped past this
 

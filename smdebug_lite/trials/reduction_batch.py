@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from smdebug_lite.reductions import compute_reduction
+from smdebug_lite.config.reductions import compute_reduction
 
 _UFUNCS = {"min": np.minimum.reduce, "max": np.maximum.reduce, "sum": np.add.reduce,
            "mean": np.add.reduce}

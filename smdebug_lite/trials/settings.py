@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from smdebug_lite.env_settings import env_float
+from smdebug_lite.config.env_settings import env_float
 from smdebug_lite.exceptions import SMDebugValueError
 
 DEFAULT_TIMEOUT_S = 600.0

@@ -22,11 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from smdebug_lite.config.reductions import (
+    check_reduction_name,
+    compute_reduction,
+    reduction_tensor_name,
+)
 from smdebug_lite.exceptions import IndexFileCorrupted
 from smdebug_lite.index import StepIndex
 from smdebug_lite.index.compacted import CompactedIndex
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.reductions import check_reduction_name, compute_reduction, reduction_tensor_name
 from smdebug_lite.trials.array_map import ArrayMap
 from smdebug_lite.trials.reduction_batch import reduce_all
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from smdebug_lite.config.arguments import as_mode
+from smdebug_lite.config.reductions import check_reduction_name, compute_reduction
 from smdebug_lite.exceptions import (
     InvalidWorker,
     NoMoreData,
@@ -24,8 +26,7 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format.tensor_codec import WIDENED_FROM
 from smdebug_lite.index import INLINE_KEY, StepIndex, entry_shape, gc_paused
-from smdebug_lite.modes import ModeKeys, as_mode
-from smdebug_lite.reductions import check_reduction_name, compute_reduction
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step, check_worker
 from smdebug_lite.trials.read_ahead import ReadAhead
 from smdebug_lite.trials.step_table import StepState

@@ -24,6 +24,7 @@ import numpy as np
 
 from smdebug_lite.analysis.utils import _tensor_name_sorter, refresh
 from smdebug_lite.config import Collection, CollectionKeys, CollectionManager
+from smdebug_lite.config.arguments import as_mode
 from smdebug_lite.exceptions import (
     CollectionsFileDamaged,
     JSONFileRejected,
@@ -39,8 +40,8 @@ from smdebug_lite.format import bounded_json
 from smdebug_lite.format.locations import END_OF_JOB_FILE, parse_collections_file_name
 from smdebug_lite.format.non_finite import NonFiniteRecord
 from smdebug_lite.index import IndexReader, RangeSteps, StepIndex, bulk_load, gc_paused
-from smdebug_lite.logger import get_logger
-from smdebug_lite.modes import ModeKeys, as_mode
+from smdebug_lite.log.logger import get_logger
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.storage import Storage
 from smdebug_lite.trials.arguments import check_name, check_optional_step, check_step
 from smdebug_lite.trials.non_finite import NonFiniteRecords

@@ -14,7 +14,7 @@ import numpy as np
 
 from smdebug_lite.exceptions import EventFileMissing, TrialDataTimeout
 from smdebug_lite.index import Entry, StepIndex, gc_paused
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 from smdebug_lite.trials.read_ahead import ahead_settings
 from smdebug_lite.trials.settings import TrialSettings

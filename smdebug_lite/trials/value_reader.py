@@ -53,7 +53,8 @@ from operator import add, is_, itemgetter
 import numpy as np
 from crc32c import crc32c as _crc
 
-from smdebug_lite.env_settings import env_float
+from smdebug_lite.config.env_settings import env_float
+from smdebug_lite.config.reductions import REDUCTIONS_PREFIX, compute_reduction
 from smdebug_lite.exceptions import IndexFileCorrupted, TensorCorrupted
 from smdebug_lite.format.entry_check import HEADS, expected_head, head_agrees
 from smdebug_lite.format.entry_record import (
@@ -73,7 +74,6 @@ from smdebug_lite.index import (
     StepIndex,
     shape_tuple,
 )
-from smdebug_lite.reductions import REDUCTIONS_PREFIX, compute_reduction
 from smdebug_lite.storage import Storage
 from smdebug_lite.storage.ranges import coalesce
 from smdebug_lite.trials.reduction_batch import MIN_ROWS, batchable, reduce_rows

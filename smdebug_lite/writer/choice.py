@@ -7,7 +7,7 @@ the training process (`ThreadTrialWriter`) does the same work.
 
 from __future__ import annotations
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 from smdebug_lite.writer.process.handle import WriterProcessError
 from smdebug_lite.writer.process.lifecycle import writer_process

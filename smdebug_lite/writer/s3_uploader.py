@@ -23,9 +23,9 @@ import threading
 import time
 from collections import deque
 
-from smdebug_lite.env_settings import env_int
+from smdebug_lite.config.env_settings import env_int
 from smdebug_lite.format.locations import EVENTS_DIR
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage.s3 import parse_s3_uri, s3_client
 
 logger = get_logger(__name__)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.writer.protocol import on_sagemaker
 
 logger = get_logger(__name__)

@@ -14,11 +14,12 @@ import time
 
 import numpy as np
 
+from smdebug_lite.config.arguments import parse_mode
 from smdebug_lite.format.locations import tensorboard_file_name
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.format.records import encode_record
-from smdebug_lite.logger import get_logger
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.log.logger import get_logger
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.writer.write_failed import WriteFailed
 
 logger = get_logger(__name__)

@@ -13,7 +13,7 @@ import queue
 import threading
 import time
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.protocol import on_sagemaker

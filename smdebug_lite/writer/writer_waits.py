@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from smdebug_lite.env_settings import env_int
-from smdebug_lite.logger import get_logger
+from smdebug_lite.config.env_settings import env_int
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger(__name__)
 

@@ -24,7 +24,7 @@ from smdebug_lite.config.collection import Collection, CollectionKeys
 from smdebug_lite.exceptions import SMDebugError
 from smdebug_lite.hooks.arguments import check_reduction_config, hook_constructor
 from smdebug_lite.hooks.core import HookCore
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.xgboost.trees import COLUMNS, round_tree_table
 
 logger = get_logger(__name__)

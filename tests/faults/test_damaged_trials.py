@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from conftest import GOLDEN_DIR
 
+from smdebug_lite.config.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.exceptions import (
     EventFileMissing,
     IndexFileCorrupted,
@@ -27,7 +28,6 @@ from smdebug_lite.exceptions import (
     TensorUnavailableForStep,
 )
 from smdebug_lite.format.inline_value import INLINE_KEY, decode_inline
-from smdebug_lite.reductions import REDUCTIONS_PREFIX, parse_reduction_tensor_name
 from smdebug_lite.trials import create_trial
 
 DAMAGED_STEP = {"pt_basic": 3, "pt_reductions": 6, "hook": 3}

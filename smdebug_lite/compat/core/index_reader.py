@@ -25,7 +25,7 @@ from smdebug_lite.compat.core.locations import IndexFileLocationUtils, TensorLoc
 from smdebug_lite.compat.core.s3_utils import list_s3_objects
 from smdebug_lite.compat.core.tfrecord.tensor_reader import TensorReader
 from smdebug_lite.compat.core.utils import is_s3, step_in_range
-from smdebug_lite.env_settings import env_int
+from smdebug_lite.config.env_settings import env_int
 from smdebug_lite.exceptions import (
     IndexReaderException,
     SMDebugValueError,
@@ -33,7 +33,7 @@ from smdebug_lite.exceptions import (
 )
 from smdebug_lite.format import locations as names
 from smdebug_lite.format.index_file import parse_index
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage.local_reads import read_local
 from smdebug_lite.trials.settings import TrialSettings
 

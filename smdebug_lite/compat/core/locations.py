@@ -13,7 +13,7 @@ import re
 from abc import ABC, abstractmethod
 
 from smdebug_lite.format import locations as names
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger(__name__)
 

@@ -14,8 +14,8 @@ import os
 from collections import defaultdict
 
 from smdebug_lite.compat.core.config_constants import LOG_DUPLICATION_THRESHOLD
-from smdebug_lite.logger import _LEVELS, _ROOT
-from smdebug_lite.logger import get_logger as _lite_logger
+from smdebug_lite.log.logger import _LEVELS, _ROOT
+from smdebug_lite.log.logger import get_logger as _lite_logger
 
 _ALIAS = "smdebug"
 _filter_installed = False

@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 
 from smdebug_lite.config.reduction_config import ALLOWED_NORMS, ALLOWED_REDUCTIONS
-from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.reductions import (
+from smdebug_lite.config.reductions import (
     REDUCTIONS_PREFIX,
     compute_reduction,
     parse_reduction_tensor_name,
 )
+from smdebug_lite.exceptions import SMDebugValueError
 
 _TF_OUTPUT_INDEX = re.compile(r":\d+")
 

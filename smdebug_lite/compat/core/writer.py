@@ -27,7 +27,7 @@ from smdebug_lite.exceptions import SMDebugRuntimeError, SMDebugValueError
 from smdebug_lite.format.inline_value import inline_for_record
 from smdebug_lite.format.proto import smdebug_lite_event_pb2 as pb
 from smdebug_lite.format.tensor_codec import encode_tensor_record
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ALLOWED_MODE_NAMES, ModeKeys
 from smdebug_lite.writer.tensorboard import histogram_proto
 

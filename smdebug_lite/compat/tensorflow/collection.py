@@ -22,7 +22,7 @@ import tensorflow as tf
 from smdebug_lite.compat.core.collection_manager import CollectionManager as _CoreManager
 from smdebug_lite.config.collection import Collection as _BaseCollection
 from smdebug_lite.config.collection import CollectionKeys
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.tensorflow.naming import layer_tensor_prefix, variable_name
 
 logger = get_logger(__name__)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from smdebug_lite.logger import get_logger
-from smdebug_lite.redact import MASK, redact_url, redact_value
+from smdebug_lite.log.logger import get_logger
+from smdebug_lite.log.redact import MASK, redact_url, redact_value
 from smdebug_lite.rules.actions.message import MessageAction
 from smdebug_lite.rules.actions.rule_event import RuleEvent
 from smdebug_lite.rules.actions.stop_signal import StopSignalAction

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.rules.actions._aws import aws_client
 
 logger = get_logger(__name__)

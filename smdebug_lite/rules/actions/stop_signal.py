@@ -1,11 +1,11 @@
-"""The rule action ``stopsignal``: write the local stop signal (`smdebug_lite.stop_signal`)
+"""The rule action ``stopsignal``: write the local stop signal (`smdebug_lite.storage.stop_signal`)
 into the training's out_dir, which its hook polls for.
 """
 
 from __future__ import annotations
 
-from smdebug_lite.logger import get_logger
-from smdebug_lite.stop_signal import (
+from smdebug_lite.log.logger import get_logger
+from smdebug_lite.storage.stop_signal import (
     STOP_SIGNAL_FILE,
     StopSignalPoller,
     clear_stop_signal,

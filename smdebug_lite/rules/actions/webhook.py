@@ -9,7 +9,7 @@ redirect included, is final. Delivery happens at most once per action: a rule jo
 actions once, so each webhook fires once per rule per job, whatever the rule does after.
 
 The URL's path and query, and the header values, are treated as secrets: they are registered
-with `smdebug_lite.redact` when the action is built, and the URL is shown as
+with `smdebug_lite.log.redact` when the action is built, and the URL is shown as
 ``https://host/***`` in every log line and error. Failures are logged, never raised: a
 notification must not fail the rule. Only the standard library is used (urllib).
 """
@@ -24,8 +24,8 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from smdebug_lite.logger import get_logger
-from smdebug_lite.redact import redact, redact_url, register_secret, register_url
+from smdebug_lite.log.logger import get_logger
+from smdebug_lite.log.redact import redact, redact_url, register_secret, register_url
 from smdebug_lite.rules.actions.rule_event import RuleEvent
 from smdebug_lite.rules.actions.webhook_payload import FORMATS, payload
 

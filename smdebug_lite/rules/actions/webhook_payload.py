@@ -10,7 +10,7 @@ import datetime
 import json
 from typing import Any
 
-from smdebug_lite.redact import redact
+from smdebug_lite.log.redact import redact
 from smdebug_lite.rules.actions.rule_event import RuleEvent
 
 FORMATS = ("slack", "json")

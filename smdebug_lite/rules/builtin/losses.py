@@ -6,7 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from smdebug_lite.modes import ModeKeys, parse_mode
+from smdebug_lite.config.arguments import parse_mode
+from smdebug_lite.modes import ModeKeys
 from smdebug_lite.rules.builtin._common import (
     EVAL,
     GLOBAL,

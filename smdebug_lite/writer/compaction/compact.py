@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from smdebug_lite.env_settings import env_bool, env_int
+from smdebug_lite.config.env_settings import env_bool, env_int
+from smdebug_lite.config.reductions import REDUCTIONS_PREFIX
 from smdebug_lite.exceptions import IndexFileCorrupted, IndexReaderException
 from smdebug_lite.format import manifest as mf
 from smdebug_lite.format.inline_value import INLINE_KEY, encode_inline, plain_numeric
@@ -38,8 +39,7 @@ from smdebug_lite.format.step_index import (
     entry_shape,
     parse_step_index,
 )
-from smdebug_lite.logger import get_logger
-from smdebug_lite.reductions import REDUCTIONS_PREFIX
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage, open_storage
 from smdebug_lite.writer.compaction.small_values import read_small_values
 

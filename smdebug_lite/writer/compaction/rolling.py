@@ -35,9 +35,9 @@ import subprocess
 import threading
 import time
 
-from smdebug_lite.env_settings import env_bool, env_int
+from smdebug_lite.config.env_settings import env_bool, env_int
 from smdebug_lite.format import manifest as mf
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import open_storage
 from smdebug_lite.writer.child_process import child_argv
 from smdebug_lite.writer.compaction.compact import (

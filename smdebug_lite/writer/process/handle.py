@@ -39,8 +39,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from smdebug_lite.env_settings import env_float
-from smdebug_lite.logger import get_logger
+from smdebug_lite.config.env_settings import env_float
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.writer.child_process import child_argv
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.process.ack_board import RING_SUPPORTED, AckBoard

@@ -11,7 +11,7 @@ import os
 import socket
 import threading
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.writer.process.handle import WriterProcess
 from smdebug_lite.writer.process.shared_arena import shared_memory_supported
 

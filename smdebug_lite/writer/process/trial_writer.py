@@ -12,7 +12,7 @@ from __future__ import annotations
 import operator
 import os
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage
 from smdebug_lite.writer.pending_step import PendingStep
 from smdebug_lite.writer.process.handle import WriterProcess, WriterProcessError

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from smdebug_lite.exceptions import SMDebugError, SMDebugNotImplementedError
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 
 class TSAccessBase:

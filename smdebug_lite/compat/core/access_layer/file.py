@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from smdebug_lite.compat.core.paths import ensure_dir
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 from .base import IngestedBytes, TSAccessBase
 

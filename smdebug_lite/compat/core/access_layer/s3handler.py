@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from smdebug_lite.compat.core.paths import is_s3
 from smdebug_lite.exceptions import SMDebugError, SMDebugTypeError
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage.local_reads import read_local
 from smdebug_lite.storage.s3 import s3_client
 

@@ -11,7 +11,7 @@ import time
 
 from smdebug_lite.compat.core.paths import is_s3
 from smdebug_lite.format.locations import END_OF_JOB_FILE
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import LocalStorage
 
 from .file import TSAccessFile

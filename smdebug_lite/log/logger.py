@@ -1,6 +1,6 @@
 """Library logging, configured from smdebug's environment variables.
 
-Every record passes the credential filter (`smdebug_lite.redact`): it is attached to the
+Every record passes the credential filter (`smdebug_lite.log.redact`): it is attached to the
 library's root logger, to each handler the library adds, and to every logger handed out by
 `get_logger` (a logger's own filters do not run for records logged on its children).
 """
@@ -12,8 +12,8 @@ import os
 import socket
 import sys
 
-from smdebug_lite.env_settings import env_bool
-from smdebug_lite.redact import redacting_filter, register_from_environment
+from smdebug_lite.config.env_settings import env_bool
+from smdebug_lite.log.redact import redacting_filter, register_from_environment
 
 _LEVELS = {
     "debug": logging.DEBUG,

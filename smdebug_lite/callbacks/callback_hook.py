@@ -14,7 +14,7 @@ from typing import Any
 
 from smdebug_lite.exceptions import SMDebugTypeError
 from smdebug_lite.hooks.arguments import hook_constructor
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 
 logger = get_logger(__name__)
 

@@ -9,7 +9,7 @@ including its close, only warns: training never stops over a setting.
 
 This module logs through the standard library's logger of its own name (under the library's
 root, so the library's handlers and credential filter see its records) rather than through
-`smdebug_lite.logger`, which reads its own settings here.
+`smdebug_lite.log.logger`, which reads its own settings here.
 """
 
 from __future__ import annotations
@@ -21,14 +21,14 @@ import threading
 from typing import TypeVar
 
 from smdebug_lite.exceptions import SMDebugValueError
-from smdebug_lite.redact import redacting_filter
+from smdebug_lite.log.redact import redacting_filter
 
 # The spellings the library has always accepted; matched after strip() and lower().
 TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
 FALSE_WORDS = frozenset({"0", "false", "no", "off"})
 
 _T = TypeVar("_T", int, float, bool)
-_log = logging.getLogger("smdebug_lite.env_settings")
+_log = logging.getLogger("smdebug_lite.config.env_settings")
 _log.addFilter(redacting_filter())
 _warned: set[tuple[str, str]] = set()
 _warned_lock = threading.Lock()

@@ -18,7 +18,7 @@ import json
 import time
 from typing import Any
 
-from smdebug_lite.logger import get_logger
+from smdebug_lite.log.logger import get_logger
 from smdebug_lite.storage import Storage, open_storage
 
 STOP_SIGNAL_FILE = "smdebug_rule_stop_signal.json"

@@ -1,0 +1,1 @@
+"""What the training-loop callbacks (Lightning, Hugging Face) share."""
