@@ -228,8 +228,7 @@ def run_child(python: str, lib: str, path: Path, which: str, repeat: int, kw: di
 
 def build_trials(args: argparse.Namespace, ref_py: str | None) -> dict[str, Path]:
     trials: dict[str, Path] = {}
-    for kind in args.trials.split(","):
-        kind = kind.strip()
+    for kind in [k.strip() for k in args.trials.split(",") if k.strip()]:
         if kind == "pytorch-hook":
             path = Path(args.dir) / f"mlp_{args.steps}"
             if not (path / "training_job_end.ts").exists():

@@ -99,6 +99,9 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "torch's module class name, as nn.Module's repr shows it",
     "smdebug_lite/pytorch/torch_hooks.py: p._post_accumulate_grad_hooks":
         "torch's per-parameter gradient hooks: no public way to list or remove them",
+    "smdebug_lite/pytorch/non_finite_watch.py: torch.autograd.Variable._execution_engine":
+        "torch's autograd engine: its queue_callback is the one way to run code when a"
+        " backward pass ends (tests/test_non_finite_detection.py fails when it moves)",
     "smdebug_lite/pytorch/step_call.py: g._global_backward_hooks":
         "torch's global module hook dicts: the step call skips them when all are empty",
     "smdebug_lite/pytorch/step_call.py: g._global_backward_pre_hooks":

@@ -123,8 +123,10 @@ def test_hook_kwargs_and_apply_to(tmp_path):
         "export_tensorboard",
         "tensorboard_dir",
         "dry_run",
+        "detect_non_finite",
     }
     assert kwargs["save_config"] is s.save_config and kwargs["dry_run"] is True
+    assert kwargs["detect_non_finite"] is False  # (HookParameters "detect_non_finite": "true")
 
     cm = CollectionManager(framework="pytorch")
     s.apply_to(cm)

@@ -29,15 +29,19 @@ SHARED_TAIL = [
     ("save_all", POS, False, "bool"),
     ("include_workers", POS, "one", "str"),
 ]
-HOOK = [("out_dir", POS, EMPTY, "str"), *SHARED_TAIL]
+# Keyword-only shared arguments, after every positional one (the XGBoost hook's own included).
+SHARED_KW = [("detect_non_finite", KW, False, "bool")]
+HOOK = [("out_dir", POS, EMPTY, "str"), *SHARED_TAIL, *SHARED_KW]
 XGBOOST = [
     ("out_dir", POS, None, "str | None"),
     *[(n, k, d, EMPTY if n == "reduction_config" else a) for n, k, d, a in SHARED_TAIL],
     ("hyperparameters", POS, None, "Mapping[str, Any] | None"),
     ("train_data", POS, None, "Any"),
     ("validation_data", POS, None, "Any"),
+    *SHARED_KW,
 ]
-CALLBACK = [("out_dir", POS, None, "str | None"), *SHARED_TAIL, ("hook", KW, None, "Any")]
+CALLBACK = [("out_dir", POS, None, "str | None"), *SHARED_TAIL, *SHARED_KW,
+            ("hook", KW, None, "Any")]
 
 PINNED = {
     ("smdebug_lite.hooks.core", "HookCore"): HOOK,
@@ -77,7 +81,7 @@ def test_positional_and_keyword_calls_bind_alike(tmp_path):
     """The shared arguments in their order, positionally, are the keyword ones."""
     from smdebug_lite.pytorch import Hook
 
-    names = [n for n, *_ in HOOK]
+    names = [n for n, kind, *_ in HOOK if kind == POS]
     values = [str(tmp_path / "a"), False, None, True, None, {"save_interval": 3}, ["w.*"],
               ["weights"], False, "one"]
     by_position = Hook(*values)

@@ -66,6 +66,7 @@ _HOOK_KEYS = frozenset(
         "export_tensorboard",
         "tensorboard_dir",
         "dry_run",
+        "detect_non_finite",
     )
 )
 _COLLECTION_KEYS = frozenset(
@@ -127,6 +128,7 @@ class HookSettings:
     export_tensorboard: bool = False
     tensorboard_dir: str | None = None
     dry_run: bool = False
+    detect_non_finite: bool = False
     collection_settings: list[CollectionSettings] = field(default_factory=list)
     source: str = "<dict>"
 
@@ -143,6 +145,7 @@ class HookSettings:
             "export_tensorboard": self.export_tensorboard,
             "tensorboard_dir": self.tensorboard_dir,
             "dry_run": self.dry_run,
+            "detect_non_finite": self.detect_non_finite,
         }
 
     def apply_to(self, collection_manager: CollectionManager) -> None:
@@ -475,6 +478,7 @@ def parse_hook_config_dict(
         export_tensorboard=export_tensorboard,
         tensorboard_dir=tensorboard_dir,
         dry_run=hook.bool(hook_params, "dry_run", False),
+        detect_non_finite=hook.bool(hook_params, "detect_non_finite", False),
         source=source,
     )
 

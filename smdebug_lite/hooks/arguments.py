@@ -57,6 +57,7 @@ class HookArguments:
     include_collections: list[str] | None
     save_all: bool
     include_workers: str
+    detect_non_finite: bool = False  # check every step for NaN/Inf and record where it began
 
 
 def check_out_dir(out_dir: Any) -> str:
@@ -100,6 +101,8 @@ def check_hook_arguments(
     include_collections: str | Iterable[str] | None = None,
     save_all: bool = False,
     include_workers: str = "one",
+    *,
+    detect_non_finite: bool = False,
 ) -> HookArguments:
     """Every shared hook argument checked and normalised. Its parameters are the declaration of
     the hooks' shared constructor arguments (`hook_constructor`)."""
@@ -114,6 +117,7 @@ def check_hook_arguments(
         include_collections=check_names("include_collections", include_collections),
         save_all=check_flag("save_all", save_all, list_of_one=True),
         include_workers=check_choice("include_workers", include_workers, INCLUDE_WORKERS),
+        detect_non_finite=check_flag("detect_non_finite", detect_non_finite),
     )
 
 
@@ -143,7 +147,10 @@ def hook_constructor(*, optional_out_dir: bool = False, untyped: tuple[str, ...]
             if p.name in untyped:
                 p = p.replace(annotation=_NO_ANNOTATION)
             shared.append(p)
-        signature = inspect.Signature([self_param, *shared, *extra],
+        # (keyword-only shared arguments follow every positional one: positional calls bind
+        # as before when a keyword-only argument is added)
+        ordered = sorted([*shared, *extra], key=lambda p: p.kind)
+        signature = inspect.Signature([self_param, *ordered],
                                       return_annotation=own.return_annotation)
         names = [p.name for p in shared]
         extra_names = [p.name for p in extra]

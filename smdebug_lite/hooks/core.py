@@ -122,12 +122,17 @@ class HookCore:
     # Collections the adapter fills by what a tensor is, not by regex (Keras weights, layers...):
     # empty regexes there are expected, not a configuration mistake.
     adapter_collections: frozenset[str] = frozenset()
+    # Whether the hook acts on `detect_non_finite` (docs/live.md); others warn once and ignore it.
+    detects_non_finite = False
 
     @hook_constructor()
     def __init__(self, shared: dict[str, Any]) -> None:
         args = check_hook_arguments(**shared)  # (one place for every framework: hooks/arguments.py)
         self.arguments = self._resolved(args)
         args = self.arguments
+        if args.detect_non_finite and not self.detects_non_finite:
+            logger.warning("detect_non_finite: the %s hook does not check for non-finite values "
+                           "yet; it is ignored", self.framework)
         self.collections = resolve_collections(self.framework, args.include_regex,
                                                args.include_collections, args.save_all)
         # The out_dir, opened once: the writer, the stop signal, the claim and the end marker

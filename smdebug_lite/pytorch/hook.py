@@ -10,7 +10,7 @@
   ``Tensor.register_post_accumulate_grad_hook``, so frozen layers, shared parameters (one hook,
   saved once) and ``torch.compile``d models work, and no module backward hooks are needed.
   Gradient hooks are attached only while a step saves gradients: on other steps the backward
-  pass runs no Python at all.
+  pass runs no Python at all (one call per backward pass with ``detect_non_finite``).
 * Module inputs/outputs are captured only for modules whose tensor names an included collection
   can match: other modules get no hook at all.
 * Everything the hook installs is a ``RemovableHandle``; ``remove()`` (and ``close()``) detach
@@ -21,8 +21,9 @@
   is decided at construction; a plain Hook never dispatches through them.
 
 The hook is thin; its parts are `torch_hooks` (torch handles and gradient slots),
-`step_capture` (what a step captures and how it is flushed) and `smdebug_methods` (smdebug's
-overridable per-module methods, a base of `Hook`).
+`step_capture` (what a step captures and how it is flushed), `smdebug_methods` (smdebug's
+overridable per-module methods, a base of `Hook`) and `non_finite_watch` (``detect_non_finite``:
+every step checked for NaN/Inf, the first one recorded).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.pytorch import sharded, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
+from smdebug_lite.pytorch.non_finite_watch import NonFiniteWatch
 from smdebug_lite.pytorch.smdebug_methods import Overrides, SmdebugMethods
 from smdebug_lite.pytorch.step_capture import StepCapture
 from smdebug_lite.pytorch.torch_hooks import (
@@ -68,6 +70,7 @@ class Hook(SmdebugMethods, HookCore):
     SaveConfig, collections and ReductionConfig say."""
 
     framework = "pytorch"
+    detects_non_finite = True
 
     @hook_constructor()
     def __init__(self, shared: dict[str, Any]) -> None:
@@ -79,6 +82,8 @@ class Hook(SmdebugMethods, HookCore):
         self.module_maps: dict[nn.Module, str] = {}  # every registered module and loss -> its name
         self._explicit_steps = False  # `start_step` was called: forward passes begin no step
         super().__init__(**shared)
+        # `detect_non_finite`: every step checked for NaN/Inf (`non_finite_watch`)
+        self.non_finite = NonFiniteWatch(self) if self.arguments.detect_non_finite else None
         self.collections_configured()
 
     def step_capture(self) -> StepCapture:
@@ -175,6 +180,8 @@ class Hook(SmdebugMethods, HookCore):
             self.torch_hooks.add_root(root, step_callback)
             for name, m in modules:
                 self.module_maps[m] = name
+            if self.non_finite is not None:
+                self.non_finite.watch_root(root)
             self.module_maps[inner] = root_name
             if self.overrides.names:
                 self._install_overrides(root)
@@ -196,6 +203,8 @@ class Hook(SmdebugMethods, HookCore):
                 return
             name = loss_module._get_name()
             self.module_maps[loss_module] = name
+            if self.non_finite is not None:
+                self.non_finite.watch_loss(loss_module, name)
             if self.overrides.forward:
                 loss_module._module_name = name
                 handles[id(loss_module)] = loss_module.register_forward_hook(
@@ -225,6 +234,8 @@ class Hook(SmdebugMethods, HookCore):
     def remove(self) -> None:
         """Detach every torch hook; the model trains exactly as without smdebug afterwards."""
         self.torch_hooks.remove()
+        if self.non_finite is not None:
+            self.non_finite.remove()
         self.steps.halt()
 
     # -- steps -----------------------------------------------------------------------------------
@@ -233,6 +244,8 @@ class Hook(SmdebugMethods, HookCore):
         """A registered module's forward begins: the previous step ends and a new one starts."""
         if graph_task_id() != -1:  # `in_backward_pass()`, without a Python call on every step
             return  # (a checkpointed model computed again: not a step)
+        if self.non_finite is not None:
+            self.non_finite.boundary()
         steps = self.steps
         if steps.quiet_step():  # most steps: nothing to finish and nothing to save
             return
@@ -259,6 +272,8 @@ class Hook(SmdebugMethods, HookCore):
         if not self._explicit_steps:
             self._explicit_steps = True
             self.torch_hooks.stop_auto_steps()
+        if self.non_finite is not None:
+            self.non_finite.boundary()
         self.steps.start(step, mode, self.torch_hooks.roots, "start_step")
 
     # -- values saved outside modules ------------------------------------------------------------
@@ -295,6 +310,11 @@ class Hook(SmdebugMethods, HookCore):
             return
         super().save_scalar(name, value, sm_metric, timestamp)
 
+    def end_step(self) -> None:
+        if self.non_finite is not None:
+            self.non_finite.boundary()
+        super().end_step()
+
     # -- the end -----------------------------------------------------------------------------------
 
     def _to_numpy(self, value: Any) -> np.ndarray:
@@ -305,6 +325,8 @@ class Hook(SmdebugMethods, HookCore):
     def close(self) -> None:
         """Write the last step and the end marker, wait for uploads, and detach all torch hooks."""
         try:
+            if self.non_finite is not None and not self.closed:
+                self.non_finite.finish()
             super().close()
         finally:
             self.remove()

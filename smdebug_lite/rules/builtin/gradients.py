@@ -47,6 +47,11 @@ class ExplodingTensor(BuiltinRule):
     at a step, those are read instead of the tensor, and the first worker with a nonzero count
     is named. Otherwise the raw tensor is checked; with only other reductions saved, a
     non-finite reduction (other than prod) counts.
+
+    When a worker wrote a non-finite record (``detect_non_finite``, `format.non_finite`), the
+    earliest one decides first: the condition is met at the first evaluated step at or after the
+    record's step (its own step, which the hook saved), with the record as the evidence
+    (`only_nan` ignores a record without NaN). Without a record it behaves as above.
     """
 
     def __init__(self, base_trial: Any, collection_names: str | None = None,
@@ -85,7 +90,18 @@ class ExplodingTensor(BuiltinRule):
                 return worker, int(nan), int(inf)
         return False
 
+    def _from_record(self, step: int) -> bool:
+        first = getattr(self.raw_base, "first_non_finite", None)
+        record = first() if first is not None else None
+        if record is None or record.step > step or (self.only_nan and not record.nan):
+            return False
+        return self.flag(step, f"first non-finite value: {record.describe()}",
+                         tensor=record.tensor, worker=record.worker, num_nan=record.nan,
+                         num_inf=record.posinf + record.neginf, record=record.to_dict())
+
     def invoke_at_step(self, step: int) -> bool:
+        if self._from_record(step):
+            return True
         for name in self.selection.names_at(self.raw_base, step):
             counted = self._from_counts(name, step)
             if counted is False:
