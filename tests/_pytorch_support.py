@@ -238,3 +238,28 @@ def read_with_our_trial(path: str) -> dict:
     return namespace["read"](str(path))
 
 
+def write_hook_trial(out: Path, train_steps: int, eval_steps: int) -> Path:
+    """A trial our PyTorch hook wrote: `train_steps` TRAIN steps then `eval_steps` EVAL steps of
+    a tiny MLP, weights, biases, gradients and losses saved at every step."""
+    import smdebug_lite.pytorch as smd
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    loss_fn = nn.CrossEntropyLoss()
+    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
+                    include_collections=["weights", "biases", "gradients", "losses"])
+    hook.register_module(model)
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
+    hook.set_mode(smd.modes.TRAIN)
+    for _ in range(train_steps):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+    hook.set_mode(smd.modes.EVAL)
+    with torch.no_grad():
+        for _ in range(eval_steps):
+            loss_fn(model(x), y)
+    hook.close()
+    return out

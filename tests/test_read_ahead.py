@@ -86,30 +86,10 @@ def every_step_and_beyond(t, mode) -> list[int]:
 @pytest.fixture(scope="module")
 def hook_trial(tmp_path_factory) -> Path:
     """A trial the PyTorch hook wrote: TRAIN then EVAL steps, every step saved."""
-    torch = pytest.importorskip("torch")
-    import smdebug_lite.pytorch as smd
+    pytest.importorskip("torch")
+    from _pytorch_support import write_hook_trial
 
-    torch.manual_seed(0)
-    out = tmp_path_factory.mktemp("hook") / "run"
-    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
-    loss_fn = torch.nn.CrossEntropyLoss()
-    hook = smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1),
-                    include_collections=["weights", "biases", "gradients", "losses"])
-    hook.register_module(model)
-    hook.register_loss(loss_fn)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    x, y = torch.randn(16, 4), torch.randint(0, 3, (16,))
-    hook.set_mode(smd.modes.TRAIN)
-    for _ in range(30):
-        opt.zero_grad()
-        loss_fn(model(x), y).backward()
-        opt.step()
-    hook.set_mode(smd.modes.EVAL)
-    with torch.no_grad():
-        for _ in range(6):
-            loss_fn(model(x), y)
-    hook.close()
-    return out
+    return write_hook_trial(tmp_path_factory.mktemp("hook") / "run", 30, 6)
 
 
 @pytest.mark.parametrize("kind", ["pt_basic", "pt_reductions", "hook"])
