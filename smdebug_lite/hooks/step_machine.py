@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from smdebug_lite.hooks.core import HookCore
 
 _INF = math.inf
-_GLOBAL = ModeKeys.GLOBAL
 
 
 class Record(Protocol):
@@ -194,16 +193,7 @@ class StepMachine:
         if mode is not None and mode is not cursor.mode:
             cursor.set_mode(mode)
         if step is None or step == cursor.step + 1:
-            left = cursor.quiet_left
-            if left and cursor.epoch == cursor.quiet_epoch:
-                # (`count_quiet_step`, written out: this runs at almost every step)
-                cursor.quiet_left = left - 1
-                step = cursor.step = cursor.step + 1
-                mode = cursor.mode
-                mode_steps = cursor.mode_steps
-                mode_steps[mode] += 1
-                if mode is not _GLOBAL:
-                    mode_steps[_GLOBAL] = step
+            if self.quiet_step():
                 return
             self.begin(source, None, where)
         else:
