@@ -248,6 +248,21 @@ def test_from_debug_hook_config_json(tmp_path):
     assert record_of(out)["step"] == 2
 
 
+@pytest.mark.parametrize("value", ["maybe", 3])
+def test_a_bad_detect_non_finite_in_json_is_refused_naming_file_and_key(tmp_path, value):
+    from smdebug_lite.config.hook_json import HookConfigError
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"LocalPath": str(tmp_path / "out"),
+                                "HookParameters": {"detect_non_finite": value}}))
+    with pytest.raises(HookConfigError) as err:
+        smd.Hook.create_from_json_file(str(path))
+    assert str(path) in str(err.value)
+    assert "HookParameters.detect_non_finite" in str(err.value)
+    assert "expected a boolean" in str(err.value)
+    assert not (tmp_path / "out").exists()
+
+
 def test_lightning_callback(tmp_path):
     L = pytest.importorskip("lightning.pytorch")
     from torch.utils.data import DataLoader, TensorDataset
