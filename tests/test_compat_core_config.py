@@ -144,7 +144,7 @@ def test_classes_are_smdebug_lites_own():
     assert json_config.CONFIG_FILE_PATH_ENV_STR == "SMDEBUG_CONFIG_FILE_PATH"
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_constants_and_names_match_smdebug():
     """Every constant of config_constants, the mode/collection/config module constants and the
     public names of smdebug's package __init__s, compared with the real smdebug 1.0.34."""
@@ -246,7 +246,7 @@ def test_collection_manager_smdebug_semantics():
     assert CollectionManager.load_from_string("None") is None
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_collection_manager_export_load_round_trip(tmp_path):
     """smdebug's export(out_dir, filename) writes the trial's collections file; load reads it
     back equal; our Trial and the real smdebug both read the file."""
@@ -353,7 +353,7 @@ def _json_config_summary(path: str) -> dict:
     }
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_json_config_functions_match_smdebug(tmp_path):
     path = tmp_path / "debughookconfig.json"
     path.write_text(json.dumps(_DOC))
@@ -452,7 +452,7 @@ def test_state_store_without_checkpoint_config(tmp_path, monkeypatch):
     assert store.get_last_saved_state() is None
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_state_store_sees_checkpoint_changes_and_records_states(checkpoints):
     states = [
         {"training-run": 0, "latest-global-step-saved": 10, "latest-global-step-seen": 12,

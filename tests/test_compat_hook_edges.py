@@ -102,5 +102,7 @@ def test_flags_read_numpy_bools_and_smdebugs_zero_and_one():
 
     assert parse_bool_flag(np.True_, "save_shape") is True
     assert parse_bool(1, None) is True and parse_bool(0, True) is False  # smdebug: 1 == True
-    with pytest.raises(ValueError):
-        parse_bool(2, None)
+    assert parse_bool(1.0, None) is True and parse_bool(0.0, True) is False
+    for value in (2, 0.5):
+        with pytest.raises(ValueError):
+            parse_bool(value, None)

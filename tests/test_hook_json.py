@@ -527,7 +527,7 @@ CROSS_CHECK_DOCS = [
 ]
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 @pytest.mark.parametrize("index", range(len(CROSS_CHECK_DOCS)))
 def test_same_settings_as_smdebug_1_0_34(tmp_path, index):
     from refvenv import ref_python, run_ref

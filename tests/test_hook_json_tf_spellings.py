@@ -30,6 +30,8 @@ def _no_hook():
 @pytest.mark.parametrize(("value", "expected"), [
     (["true"], True), (["True"], True), ([True], True), ([1], True),
     (["false"], False), ([False], False), ([], False), (True, True), ("false", False),
+    # smdebug compared the value with True/False, so a JSON 1.0 or 0.0 passed
+    (1.0, True), (0.0, False), ([1.0], True), (1, True), (0, False),
 ])
 def test_save_all_accepts_a_list_of_one(tmp_path, value, expected):
     doc = {"LocalPath": str(tmp_path / "out"), "HookParameters": {"save_all": value}}
@@ -37,7 +39,7 @@ def test_save_all_accepts_a_list_of_one(tmp_path, value, expected):
 
 
 @pytest.mark.parametrize("value", [["maybe"], [True, False], [["true"]], [None], {"on": 1},
-                                   "maybe", 2])
+                                   "maybe", 2, 2.0, 0.5, -1.0, [0.5]])
 def test_save_all_refuses_anything_else_naming_key_and_value(tmp_path, value):
     doc = {"HookParameters": {"save_all": value}}
     path = _write(tmp_path, doc)
@@ -47,6 +49,21 @@ def test_save_all_refuses_anything_else_naming_key_and_value(tmp_path, value):
     assert path in message and "HookParameters.save_all" in message
     assert repr(value) in message and "boolean" in message and "list holding one" in message
     assert info.value.key == "HookParameters.save_all" and info.value.value == value
+
+
+@pytest.mark.parametrize(("key", "value", "expected"), [
+    ("export_tensorboard", 1.0, True), ("export_tensorboard", 0.0, False),
+    ("dry_run", 1.0, True),
+])
+def test_other_flags_take_a_float_zero_or_one(tmp_path, key, value, expected):
+    doc = {"LocalPath": str(tmp_path / "out"), "HookParameters": {key: value}}
+    assert getattr(parse_hook_config(_write(tmp_path, doc)), key) is expected
+
+
+@pytest.mark.parametrize("key", ["export_tensorboard", "dry_run"])
+def test_other_flags_refuse_other_floats(tmp_path, key):
+    with pytest.raises(HookConfigError, match=rf"HookParameters\.{key}=0\.5"):
+        parse_hook_config(_write(tmp_path, {"HookParameters": {key: 0.5}}))
 
 
 def test_other_flags_keep_refusing_lists(tmp_path):
@@ -103,11 +120,12 @@ def test_spellings_of_smdebugs_tf_test_configurations(tmp_path):
     assert custom.save_config.get_save_config(modes.TRAIN).save_steps == [1, 3]
 
 
-def test_keras_hook_from_json_with_save_all_list(tmp_path):
+@pytest.mark.parametrize("value", [["true"], 1.0, "True"])
+def test_keras_hook_from_json_with_save_all_list(tmp_path, value):
     tf = pytest.importorskip("tensorflow")  # noqa: F841
     from smdebug_lite.tensorflow import KerasHook
 
-    doc = {"LocalPath": str(tmp_path / "out"), "HookParameters": {"save_all": ["true"]}}
+    doc = {"LocalPath": str(tmp_path / "out"), "HookParameters": {"save_all": value}}
     hook = KerasHook.create_from_json_file(_write(tmp_path, doc))
     assert hook.save_all is True
     hook.close()

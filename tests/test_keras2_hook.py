@@ -398,7 +398,7 @@ def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
                                        atol=1e-6)
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_reads_what_the_keras2_hook_wrote(tmp_path):
     python, why = ref_python()
     if python is None:

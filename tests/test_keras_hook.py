@@ -391,7 +391,7 @@ def test_mirrored_strategy_trains_and_saves_one_replicas_tensors(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip().endswith("OK"), proc.stderr[-3000:]
     trial = create_trial(str(out))
     assert trial.steps() == [0, 2, 3, 4, 6, 7]  # (3, 7: each epoch's last step, its logs)
-    assert trial.tensor("labels").value(0).shape == (8,)  # one replica's half of 16
+    assert trial.tensor("labels").value(0).shape == (8, 1)  # one replica's half of 16
     assert trial.tensor("predictions").value(0).shape == (8, 2)
     assert trial.tensor("sequential/dense/kernel:0").value(4).shape == (4, 8)
     for name in ("gradients/sequential/dense/kernelGrad", "loss"):

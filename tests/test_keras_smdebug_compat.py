@@ -36,7 +36,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_a_keras_run(tmp_path):
     py, reason = ref_python()
     if py is None:

@@ -120,7 +120,7 @@ def test_bad_records_are_still_refused(tmp_path):
             to_storable(arr)
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_reads_what_the_keras_hook_saved(saved):
     py, reason = ref_python()
     if py is None:
@@ -139,7 +139,7 @@ def test_smdebug_reads_what_the_keras_hook_saved(saved):
             assert values[f"q_{kind}_{dt.name}"] == _values(dt), (kind, dt.name)
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_we_read_quantized_records_smdebug_wrote(tmp_path):
     """smdebug's FileWriter wrote DT_QINT8/QUINT8/QINT16 (its own reader raised KeyError on
     them) and DT_UINT16/DT_INT32 for quint16/qint32; we read all five as plain integers."""

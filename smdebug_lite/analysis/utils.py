@@ -52,11 +52,12 @@ def _tensor_name_sorter(t_name: str) -> int:
 
 
 def parse_bool(arg: Any, default: bool) -> bool:
-    """A bool from a bool, 0 or 1, or a bool-like string in any case ('TRUE' too); None gives
-    default. Anything else is a ValueError (smdebug accepted 0 and 1 too, as equal to the bools)."""
+    """A bool from a bool, 0 or 1 (1.0 and 0.0 too), or a bool-like string in any case ('TRUE'
+    too); None gives default. Anything else is a ValueError (smdebug accepted these numbers too,
+    as equal to the bools)."""
     if arg is None:
         return default
-    readable = isinstance(arg, (bool, str)) or (isinstance(arg, int) and arg in (0, 1))
+    readable = isinstance(arg, (bool, str)) or (isinstance(arg, (int, float)) and arg in (0, 1))
     truth = flag_truth(arg) if readable else None
     if truth is None:
         raise ValueError(f"boolean argument expected, but found {arg!r}")

@@ -63,13 +63,17 @@ def check_path(argument: str, value: Any, *, allow_none: bool = False) -> str | 
 
 def flag_truth(value: Any) -> bool | None:
     """What a bool-like value means, or None when it means neither: bool (numpy's too), an int
-    (its truth) or true/false/yes/no/on/off/1/0 text in any case. Text must be read, not tested
-    for emptiness: "false" is not true. The one reading of flags; callers choose their errors."""
+    (its truth), a float that is 0 or 1, or true/false/yes/no/on/off/1/0 text in any case. Text
+    must be read, not tested for emptiness: "false" is not true. The one reading of flags;
+    callers choose their errors."""
     if isinstance(value, bool):
         return value
     if type(value).__name__ in ("bool", "bool_", "bool8") and hasattr(value, "item"):
         return bool(value.item())  # numpy's bool ("bool" since numpy 2)
     if isinstance(value, int):  # (smdebug took any number for its truth)
+        return bool(value)
+    if isinstance(value, float) and value in (0.0, 1.0):
+        # smdebug's JSON parsing compared flags with ``== True``/``== False``: 1.0 and 0.0 passed
         return bool(value)
     if isinstance(value, str):
         text = value.strip().lower()

@@ -116,6 +116,14 @@ def tensors_of(value: Any) -> list[tf.Tensor]:
     return [t for t in tf.nest.flatten(value) if isinstance(t, (tf.Tensor, tf.IndexedSlices))]
 
 
+def expand_1d(tensor: Any) -> Any:
+    """A rank-1 dense tensor as ``(N, 1)``: how the Keras step of smdebug's days (TF 2.2-2.4,
+    ``data_adapter.expand_1d``) handed a batch's inputs and labels to the hook."""
+    if isinstance(tensor, tf.Tensor) and tensor.shape.rank == 1:
+        return tf.expand_dims(tensor, -1)
+    return tensor
+
+
 def patch_layer(layer, session: CaptureSession, is_root: bool) -> bool:
     """Route ``layer.call`` through the hook; False if it was already patched."""
     if "_smd_original_call" in layer.__dict__:
@@ -242,6 +250,7 @@ __all__ = [
     "StepFunctions",
     "build_dispatcher",
     "build_runner",
+    "expand_1d",
     "first_replica_captures",
     "install_step_dispatcher",
     "patch_layer",

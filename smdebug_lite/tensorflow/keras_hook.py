@@ -30,11 +30,14 @@ from smdebug_lite.modes import ModeKeys
 from smdebug_lite.tensorflow import capture as cap
 from smdebug_lite.tensorflow.flavor import flavor_of
 from smdebug_lite.tensorflow.keras2 import Keras2CallbackProtocol
+from smdebug_lite.tensorflow.keras_collection import Collection as TFCollection
+from smdebug_lite.tensorflow.keras_collection import as_tf_collection
 from smdebug_lite.tensorflow.naming import (
     gradient_name,
     indexed_names,
     layer_tensor_prefix,
     log_key_collection,
+    structure_names,
     variable_name,
 )
 from smdebug_lite.tensorflow.reductions import tf_reductions
@@ -106,6 +109,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         self._patched_optimizers: list = []
         self._registered_models: list = []
         self._warned: set[str] = set()
+        self.collections_configured()
 
     # -- workers ------------------------------------------------------------------------------
 
@@ -145,6 +149,19 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     def _chief_worker_name(self) -> str:
         cluster = self._tf_config().get("cluster") or {}
         return "chief_0" if cluster.get("chief") and self._horovod() is None else "worker_0"
+
+    # -- collections: smdebug's TF Collection (add_keras_layer, add_variable, add_tensor...) ---
+
+    def collections_configured(self) -> None:
+        for coll in self.collection_manager.collections.values():
+            as_tf_collection(coll)
+
+    def get_collection(self, name: str, create: bool = True) -> TFCollection:
+        return as_tf_collection(super().get_collection(name, create))
+
+    def get_collections(self) -> dict[str, TFCollection]:
+        self.collections_configured()  # (one a script added to the manager itself, too)
+        return super().get_collections()  # type: ignore[return-value]
 
     # -- which collections a tensor belongs to -------------------------------------------------
 
@@ -351,11 +368,13 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             inputs = args[0] if args else kwargs.get("inputs")
             ins, outs = cap.tensors_of(inputs), cap.tensors_of(outputs)
             if is_root:
-                for n, t in zip(indexed_names("predictions", len(outs)), outs, strict=True):
+                for n, t in zip(structure_names("predictions", outputs, len(outs)), outs,
+                                strict=True):
                     self._set_role(n, K.OUTPUTS)
                     self._record(n, t)
                 if self._session.active is None:  # an eager call of a registered model
-                    for n, t in zip(indexed_names("inputs", len(ins)), ins, strict=True):
+                    for n, t in zip(structure_names("inputs", inputs, len(ins)), ins,
+                                    strict=True):
                         self._set_role(n, K.INPUTS)
                         self._record(n, t)
                 return
@@ -382,12 +401,15 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                 self._save_optimizer_variables(optimizer)
 
     def _capture_data(self, capture: cap.Capture, kind: str, data) -> None:
-        """Model inputs (``inputs``) and labels (``labels``) of an instrumented step."""
+        """Model inputs (``inputs``) and labels (``labels``) of an instrumented step, as smdebug
+        saved them from the Keras step: rank-1 tensors as ``(N, 1)`` (the step's
+        ``expand_1d``), and a dict or list indexed even when it holds one tensor."""
         with self.failsafe("step data"):
             x, y, _ = flavor_of(self._attached).unpack_data(data)
             for role, prefix, value in ((K.INPUTS, "inputs", x), (K.OUTPUTS, "labels", y)):
-                tensors = cap.tensors_of(value)
-                for n, t in zip(indexed_names(prefix, len(tensors)), tensors, strict=True):
+                tensors = [cap.expand_1d(t) for t in cap.tensors_of(value)]
+                names = structure_names(prefix, value, len(tensors))
+                for n, t in zip(names, tensors, strict=True):
                     self._set_role(n, role)
                     capture.add(n, t)
 

@@ -10,6 +10,7 @@ log keys.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from smdebug_lite.config.collection import CollectionKeys
 
@@ -44,6 +45,15 @@ def indexed_names(prefix: str, count: int) -> list[str]:
     if count == 1:
         return [prefix]
     return [f"{prefix}_{i}" for i in range(count)]
+
+
+def structure_names(prefix: str, value: Any, count: int) -> list[str]:
+    """Names of the `count` tensors of a step's inputs, labels or predictions, as smdebug named
+    them: a dict or list gets ``_0``, ``_1``, ... even for one tensor; anything else as
+    `indexed_names`."""
+    if isinstance(value, (dict, list)):
+        return [f"{prefix}_{i}" for i in range(count)]
+    return indexed_names(prefix, count)
 
 
 def layer_tensor_prefix(layer_name: str, kind: str) -> str:

@@ -153,7 +153,7 @@ def test_what_smdebug_accepted_is_accepted(tmp_path, framework):
     hook.close()
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_accepted_the_same_arguments():
     py, reason = ref_python()
     if py is None:
