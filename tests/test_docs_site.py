@@ -99,8 +99,8 @@ def test_cli_reference_has_every_command(site) -> None:
 @pytest.mark.timeout(660)
 def test_pages_of_the_site(site) -> None:
     home = (site / "index.html").read_text()
-    assert 'id="install"' in home and 'src="report.png"' in home
-    assert (site / "report.png").is_file()
+    assert 'id="install"' in home and 'src="report.png"' in home and 'src="cli.svg"' in home
+    assert (site / "report.png").is_file() and (site / "cli.svg").is_file()
     assert "import smdebug" in (site / "migration" / "index.html").read_text()
     assert "[0.1.0]" in (site / "changelog" / "index.html").read_text()
     assert "Benchmark results" in (site / "benchmarks" / "index.html").read_text()
