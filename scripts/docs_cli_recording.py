@@ -1,7 +1,7 @@
 """Record the `smdebug-lite` command on a freshly trained trial as an animated SVG for the docs.
 
 A small PyTorch run (with `detect_non_finite=True`, turning non-finite at a known step) is
-written to a temporary folder, the commands below run in real subprocesses with colour forced,
+written to a temporary folder, the commands below run in real subprocesses on a pseudo-terminal,
 and each command with its output becomes one frame of a terminal that plays them in turn (CSS
 animation only: no script, nothing fetched, so it plays inside the docs site and on its own).
 
@@ -63,15 +63,37 @@ def train(trial: Path) -> None:
 
 
 def run_command(args: list[str], cwd: Path) -> str:
-    """The command's output with its colours (ANSI), as a terminal of WIDTH columns shows it."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FORCE_COLOR": "1", "COLUMNS": str(WIDTH),
-           "TERM": "xterm-256color", "SMDEBUG_LOG_LEVEL": "WARNING"}
-    proc = subprocess.run([sys.executable, "-m", "smdebug_lite.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-    if proc.returncode not in (0, 1):  # 1: a rule found issues, which the recording shows
-        raise RuntimeError(f"smdebug-lite {' '.join(args)} exited {proc.returncode}: "
-                           f"{proc.stderr[-2000:]}")
-    return proc.stdout
+    """The command's output with its colours (ANSI), as a terminal of WIDTH columns shows it: the
+    command runs on a pseudo-terminal of that size, as in a user's shell."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color",
+           "SMDEBUG_LOG_LEVEL": "WARNING"}
+    env.pop("COLUMNS", None)
+    env.pop("LINES", None)
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 60, WIDTH, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "smdebug_lite.cli", *args], cwd=cwd, env=env,
+                            stdin=subprocess.DEVNULL, stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the command closed its end
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    stderr = proc.stderr.read().decode() if proc.stderr else ""
+    code = proc.wait(timeout=300)
+    if code not in (0, 1):  # 1: a rule found issues, which the recording shows
+        raise RuntimeError(f"smdebug-lite {' '.join(args)} exited {code}: {stderr[-2000:]}")
+    return b"".join(chunks).decode().replace("\r\n", "\n")
 
 
 def frame_svg(command: str, output: str, index: int, lines: int) -> str:

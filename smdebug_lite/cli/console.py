@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -12,10 +11,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-# Piped output is not cut to 80 columns (long tensor names stay on one line) unless COLUMNS
-# says how wide the reader's terminal is.
-_piped_width = None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 200
-out = Console(highlight=False, soft_wrap=True, width=_piped_width)
+# Piped output is not cut to 80 columns: long tensor names stay on one line.
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, highlight=False)
 
 
