@@ -5,6 +5,7 @@ callback, and smdebug 1.0.34 reading the trial."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import socket
@@ -163,6 +164,54 @@ def test_forward_offender_is_recorded_and_its_step_saved(tmp_path, caplog):
     np.testing.assert_array_equal(trial.tensor("boom_output_0").value(BAD_STEP), seen.numpy())
     first = trial.first_non_finite()
     assert first is not None and (first.step, first.phase) == (BAD_STEP, "forward")
+
+
+@pytest.mark.parametrize("path", ["other_hook", "forward_hooks", "start_step"])
+def test_forward_offender_on_every_way_outputs_are_kept(tmp_path, path):
+    """Module outputs are kept by calls that skip torch's hook path; with another hook on the
+    module, with forward hooks (once dynamo compiles) and with steps begun by `start_step`
+    (the model's own call passes its outputs on no more) the record is the same."""
+    net = Net(boom_at=BAD_STEP)
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_interval=1000),
+                    detect_non_finite=True)
+    hook.register_module(net)
+    seen = []
+    if path == "other_hook":
+        net.boom.register_forward_hook(lambda m, i, o: seen.append(m))
+    if path == "forward_hooks":
+        hook.non_finite.keep_forward_hooks()  # (what dynamo's compile-start callback calls)
+        assert all("_compiled_call_impl" not in m.__dict__ for m in net.children())
+    loss_fn = BadLoss()
+    hook.register_loss(loss_fn)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(1)
+    for step in range(STEPS):
+        if path == "start_step":
+            hook.start_step(step)
+        opt.zero_grad()
+        loss_fn(net(torch.randn(5, 4, generator=g)), torch.zeros(5, 2)).backward()
+        opt.step()
+    hook.close()
+    rec = record_of(tmp_path)
+    assert (rec["step"], rec["phase"], rec["module"], rec["tensor"]) == (
+        BAD_STEP, "forward", "boom", "boom_output_0")
+    assert len(seen) == (STEPS if path == "other_hook" else 0)
+    # closing leaves every module as it was
+    assert all("_compiled_call_impl" not in m.__dict__ and m._compiled_call_impl is None
+               and "_replicate_for_data_parallel" not in m.__dict__ for m in net.modules())
+
+
+def test_copies_of_a_watched_model_are_plain(tmp_path):
+    net = Net()
+    hook = smd.Hook(str(tmp_path), save_config=smd.SaveConfig(save_interval=1000),
+                    detect_non_finite=True)
+    hook.register_module(net)
+    x = torch.randn(5, 4)
+    net(x)
+    twin = copy.deepcopy(net)
+    assert all(m._compiled_call_impl is None for m in twin.modules())
+    torch.testing.assert_close(twin(x), net(x))
+    hook.close()
 
 
 def test_backward_offender_in_backward_order(tmp_path):
@@ -346,7 +395,7 @@ print(json.dumps({"steps": t.steps(), "names": sorted(t.tensor_names(step=step))
 """
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_the_trial(tmp_path):
     py, reason = ref_python()
     if py is None:

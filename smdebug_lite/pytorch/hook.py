@@ -272,6 +272,8 @@ class Hook(SmdebugMethods, HookCore):
         if not self._explicit_steps:
             self._explicit_steps = True
             self.torch_hooks.stop_auto_steps()
+            if self.non_finite is not None:
+                self.non_finite.auto_steps_stopped()
         if self.non_finite is not None:
             self.non_finite.boundary()
         self.steps.start(step, mode, self.torch_hooks.roots, "start_step")

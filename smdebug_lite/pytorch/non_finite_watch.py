@@ -3,19 +3,24 @@
 Cheap enough to leave on. At every step (saving or not):
 
 * each module's forward hook keeps a reference to its floating-point outputs (one Python call
-  per module, no device work), the loss module's likewise;
-* when the step's backward pass ends (an autograd engine callback, queued by a gradient hook on
-  the model's last parameter) the model's outputs, the loss and every gradient go through ONE fused
-  ``torch._foreach_norm`` (float32 accumulation) and the host reads one flag: the step's only
-  synchronisation. A step without a backward pass is checked so at its end.
+  per module, no device work); the model's outputs and the loss are summed as they are made,
+  into slots of one preallocated float32 tensor per device;
+* each gradient is summed into its slot as the backward pass accumulates it (a gradient hook
+  per parameter), while it is still in the processor's cache: reading every gradient again
+  when the backward pass ends costs several times more on a CPU, where it comes back from
+  memory;
+* when the backward pass ends (an autograd engine callback, queued by the first gradient hook)
+  the slots are summed and the host reads that one value: the step's only synchronisation. A
+  step without a backward pass is checked so at its end.
 
-A NaN or Inf anywhere on the way to the model's output, the loss or a gradient makes that norm
-non-finite (a parameter made non-finite by the optimizer shows in the next step's outputs).
-Only then is the second pass run over what was kept, in order: the parameters (non-finite ones
-were written by the previous step's update: phase ``weights``), the module outputs in forward
-order, the loss, the gradients in backward order. The first tensor holding a NaN or Inf is the
-offender (a finite norm that overflowed float32 finds none, and the run goes on). The step is
-saved for the modules on the way (off the schedule, as a scalar is), the record written
+A sum of finite values is finite unless it overflows float32 (about 3e38), so a NaN or Inf
+anywhere on the way to the model's output, the loss or a gradient makes the total non-finite
+(a parameter made non-finite by the optimizer shows in the next step's outputs). Only then is
+the second pass run over what was kept, in order: the parameters (non-finite ones were written
+by the previous step's update: phase ``weights``), the module outputs in forward order, the
+loss, the gradients in backward order. The first tensor holding a NaN or Inf is the offender (a
+total that overflowed finds none: the slots are cleared and the run goes on). The step is saved
+for the modules on the way (off the schedule, as a scalar is), the record written
 (`writer.non_finite`), one warning logged, and the watch stands down: a worker writes one record.
 
 The references are released at each check: module outputs live until the step's backward pass
@@ -36,6 +41,7 @@ from torch.utils.hooks import RemovableHandle
 from smdebug_lite.format.locations import non_finite_file_name
 from smdebug_lite.format.non_finite import NonFiniteRecord
 from smdebug_lite.log.logger import get_logger
+from smdebug_lite.pytorch import compile_watch, sharded, step_call
 from smdebug_lite.pytorch.capture import host_copy
 from smdebug_lite.pytorch.torch_hooks import (
     GRADIENT_PREFIX,
@@ -53,6 +59,8 @@ logger = get_logger(__name__)
 # (what DDP and FSDP use); no public name.
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 Identity = tuple[int, str, int]  # (step, mode name, mode step)
+F32 = torch.float32
+OUTPUT_SLOTS = 4  # slots per device for the model's outputs and the loss (more: summed at the end)
 
 
 @dataclass(slots=True)
@@ -74,6 +82,19 @@ class _Kept:
     inputs: Any = None  # (the module's inputs, for module outputs)
 
 
+class _Slots:
+    """One float32 tensor on one device: a slot per watched gradient, then `OUTPUT_SLOTS` for
+    the model's outputs and the loss of the current step (from `first_output`; `free` is the
+    next one). A slot keeps its last sum: a stale one is finite, or the watch has stood down."""
+
+    __slots__ = ("first_output", "free", "values", "views")
+
+    def __init__(self, device: torch.device, grads: int) -> None:
+        self.values = torch.zeros(grads + OUTPUT_SLOTS, dtype=F32, device=device)
+        self.views = self.values.unbind()
+        self.first_output = self.free = grads
+
+
 def _floating(value: Any) -> list[tuple[int, torch.Tensor]]:
     """(index, tensor) of the floating-point tensors a module returned."""
     if isinstance(value, torch.Tensor):
@@ -84,16 +105,11 @@ def _floating(value: Any) -> list[tuple[int, torch.Tensor]]:
     return []
 
 
-def all_finite(tensors: list[torch.Tensor]) -> bool:
-    """Whether every value of `tensors` is finite, with one fused reduction and one read (a
-    norm overflowing float32 reads as non-finite: callers confirm with `counts`)."""
-    norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
-    try:
-        stacked = torch.stack(norms)
-    except RuntimeError:  # (tensors on several devices)
-        device = norms[0].device
-        stacked = torch.stack([n.to(device) for n in norms])
-    return math.isfinite(stacked.sum().item())  # (a sum of finite norms overflows as they do)
+def _sum(t: torch.Tensor) -> torch.Tensor:
+    d = t.detach()
+    if d.layout is not torch.strided:  # (a sparse gradient)
+        d = d.coalesce().values()
+    return d.sum(dtype=F32)
 
 
 def counts(t: torch.Tensor) -> tuple[int, int, int]:
@@ -102,18 +118,31 @@ def counts(t: torch.Tensor) -> tuple[int, int, int]:
     return int(torch.isnan(d).sum()), int(torch.isposinf(d).sum()), int(torch.isneginf(d).sum())
 
 
+def _summable(p: nn.Parameter) -> bool:
+    """Whether `p`'s gradient can be summed into a slot (a plain dense tensor's can)."""
+    return p.requires_grad and p.is_floating_point() and not sharded.is_dtensor(p)
+
+
 class NonFiniteWatch:
     """The watch of one PyTorch hook (see the module docstring)."""
 
     def __init__(self, hook: Any) -> None:
         self.hook = hook
         self.handles: list[RemovableHandle] = []
+        # modules whose outputs an OutputCall records (`step_call`): (module, call, record)
+        self.calls: list[tuple[nn.Module, step_call.OutputCall, HookCallback]] = []
+        self.posts: list[step_call.StepCall] = []  # step calls that pass on a model's outputs
+        self.hooks_only = False  # dynamo compiles: forward hooks only (`keep_forward_hooks`)
         self.params: list[tuple[str, nn.Parameter, _Where]] = []  # forward (registration) order
+        self.slots: list[_Slots] = []
+        self.output_slots: dict[torch.device, _Slots] = {}  # where the outputs of a device go
+        self.unslotted: list[nn.Parameter] = []  # (DTensors, frozen): gradients summed at the end
         # every module's (output, where, inputs), in forward order: unpacked in the second pass
         self.outputs: list[tuple[Any, _Where, Any]] = []
-        self.checked: list[torch.Tensor] = []  # the models' outputs and the loss: reduced
+        self.late: list[torch.Tensor] = []  # outputs beyond the slots: summed at the check
         self.losses: list[_Kept] = []
-        self.previous: Identity | None = None  # the step before the current one
+        self.previous: tuple[int, Any, int] | None = None  # the step before the current one
+        self.pending = False  # something of the current step is in the slots, unchecked
         self.backward_queued = False
         self.root_seen = False  # a model's output was kept: it stands for the module outputs
         self.done = False  # a record was written: the watch stands down
@@ -132,30 +161,102 @@ class NonFiniteWatch:
             where = by_path.get(tname[len(root.name) + 1:].rpartition(".")[0], by_path[""])
             where.params.append((tname, p))
             self.params.append((tname, p, where))
+        if not compile_watch.watch(self):
+            self.hooks_only = True
         for m, where in modules:
-            callback = self._root_output if m is root.inner else self._output
-            self.handles.append(m.register_forward_hook(HookCallback(callback, where)))
-        # The first parameter a backward pass reaches (the last one) queues the check for the
-        # backward pass's end: one Python call per backward pass, registered once.
-        trained = [p for _, p in root.params if p.requires_grad]
-        if trained:
+            if m is not root.inner:
+                self._watch_module(m, HookCallback(self._output, where))
+                continue
+            record = HookCallback(self._root_output, where)
+            call = root.step_call  # (the hook's own call of the model: passes its outputs on)
+            if not self.hooks_only and call is not None and root.module is m and call.post is None:
+                call.post = record
+                self.posts.append(call)
+            else:
+                self._watch_module(m, record)
+        # Each gradient is summed into its slot as it is accumulated; the first queues the
+        # check for the backward pass's end.
+        by_device: dict[torch.device, list[nn.Parameter]] = {}
+        unslotted = []
+        for p in dict.fromkeys(p for _, p in root.params):  # (a shared parameter once)
+            if _summable(p):
+                by_device.setdefault(p.device, []).append(p)
+            elif p.is_floating_point():
+                unslotted.append(p)
+        for device, params in by_device.items():
+            slots = _Slots(device, len(params))
+            self.slots.append(slots)
+            self.output_slots[device] = slots
+            for p, view in zip(params, slots.views, strict=False):
+                self.handles.append(p.register_post_accumulate_grad_hook(
+                    HookCallback(self._grad_summed, view)))
+        self.unslotted.extend(unslotted)
+        trained = [p for p in unslotted if p.requires_grad]
+        if trained:  # (the first gradient hook queues the check)
             self.handles.append(trained[-1].register_post_accumulate_grad_hook(
                 HookCallback(self._backward_started)))
+
+    def _watch_module(self, m: nn.Module, record: HookCallback) -> None:
+        """Keep `m`'s outputs: through an `OutputCall` (torch's hook-free path) if it can be
+        installed, else a forward hook."""
+        call = None if self.hooks_only else step_call.install_output_call(m, record)
+        if call is not None:
+            self.calls.append((m, call, record))
+        else:
+            self.handles.append(m.register_forward_hook(record))
+
+    def _unhook_calls(self) -> list[tuple[nn.Module, HookCallback]]:
+        """Take the OutputCalls and step-call posts off: (module, record) of each."""
+        taken = []
+        for m, call, record in self.calls:
+            step_call.uninstall(m, call)
+            taken.append((m, record))
+        for call in self.posts:
+            taken.append((call.module, call.post))
+            call.post = None
+        self.calls = []
+        self.posts = []
+        return taken
+
+    def keep_forward_hooks(self) -> None:
+        """Dynamo is about to trace (`compile_watch`): forward hooks, which it traces as
+        such, instead of the calls."""
+        self.hooks_only = True
+        for m, record in self._unhook_calls():
+            if not self.done:
+                self.handles.append(m.register_forward_hook(record))
+
+    def auto_steps_stopped(self) -> None:
+        """The hook's step calls are gone (`Hook.start_step`): the model outputs they passed
+        on are kept another way."""
+        posts, self.posts = self.posts, []
+        for call in posts:
+            record, call.post = call.post, None
+            if not self.done:
+                self._watch_module(call.module, record)
 
     def watch_loss(self, loss_module: nn.Module, name: str) -> None:
         where = _Where(name, name, [])
         self.handles.append(loss_module.register_forward_hook(HookCallback(self._loss, where)))
 
     def remove(self) -> None:
+        self._detach()
+        compile_watch.unwatch(self)
+        self._release()
+
+    def _detach(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles.clear()
-        self._release()
+        self._unhook_calls()
 
     def _release(self) -> None:
         self.outputs = []
-        self.checked = []
+        self.late = []
         self.losses = []
+        for slots in self.slots:
+            slots.free = slots.first_output
+        self.pending = False
         self.backward_queued = False
         self.root_seen = False
 
@@ -170,11 +271,27 @@ class NonFiniteWatch:
         return [_Kept(t, where, f"{where.name}{OUTPUT_SUFFIX}{i}", inputs)
                 for output, where, inputs in self.outputs for i, t in _floating(output)]
 
+    def _sum_output(self, t: torch.Tensor) -> None:
+        """Sum a model output or a loss into its device's next free slot."""
+        d = t.detach()
+        slots = self.output_slots.get(d.device)
+        if slots is None:
+            slots = self.output_slots[d.device] = _Slots(d.device, 0)
+            self.slots.append(slots)
+        i = slots.free
+        if i < len(slots.views):
+            torch.sum(d, dim=None, dtype=F32, out=slots.views[i])
+            slots.free = i + 1
+        else:
+            self.late.append(d)
+        self.pending = True
+
     def _root_output(self, where: _Where, module: nn.Module, inputs: Any, output: Any) -> None:
         if graph_task_id() != -1:
             return
-        self._output(where, module, inputs, output)
-        self.checked.extend(t.detach() for _, t in _floating(output))
+        self.outputs.append((output, where, inputs))
+        for _, t in _floating(output):
+            self._sum_output(t)
         self.root_seen = True
 
     def _loss(self, where: _Where, module: nn.Module, inputs: Any, output: Any) -> None:
@@ -182,7 +299,24 @@ class NonFiniteWatch:
             return
         for i, t in _floating(output):
             self.losses.append(_Kept(t, where, f"{where.name}{OUTPUT_SUFFIX}{i}", inputs))
-            self.checked.append(t.detach())
+            self._sum_output(t)
+
+    def _grad_summed(self, slot: torch.Tensor, param: torch.Tensor) -> None:
+        try:  # what `failsafe` does, without a context manager at every gradient
+            g = param.grad
+            if g is not None:
+                if g.requires_grad:  # (a backward pass with create_graph=True)
+                    g = g.detach()
+                if g.layout is torch.strided:
+                    torch.sum(g, dim=None, dtype=F32, out=slot)
+                else:
+                    self.late.append(g)
+            if not self.backward_queued:
+                self.backward_queued = True
+                _queue_callback(self._backward_ended)
+        except Exception as e:
+            with self.hook.failsafe("detect_non_finite"):
+                raise e
 
     def _backward_started(self, param: torch.Tensor) -> None:
         if not self.backward_queued:
@@ -191,14 +325,13 @@ class NonFiniteWatch:
 
     def _backward_ended(self) -> None:
         try:  # what `failsafe` does, without a context manager at every step
-            self.check([g for _, p, _ in reversed(self.params)
-                        if (g := p.grad) is not None and g.is_floating_point() and g.numel()])
+            self.check(backward=True)
         except Exception as e:
             with self.hook.failsafe("detect_non_finite"):
                 raise e
 
     def _grads(self) -> list[_Kept]:
-        """The gradients now in the parameters' .grad, in backward order (as `check` got them)."""
+        """The gradients now in the parameters' .grad, in backward order."""
         kept = []
         for tname, p, where in reversed(self.params):
             g = p.grad
@@ -213,43 +346,66 @@ class NonFiniteWatch:
         pass checked it."""
         if self.done:
             return
-        with self.hook.failsafe("detect_non_finite"):
-            if self.checked or self.outputs:
-                self.check([])
-            if self.hook.step >= 0:
-                self.previous = self._identity()
+        try:  # what `failsafe` does, without a context manager at every step
+            if self.pending or self.outputs:
+                self.check()
+            hook = self.hook
+            if hook.step >= 0:
+                self.previous = (hook.step, hook.mode, hook.mode_step)
+        except Exception as e:
+            with self.hook.failsafe("detect_non_finite"):
+                raise e
 
     def finish(self) -> None:
         """The hook closes: the last step, and the parameters after the last update."""
         if not self.done:
             with self.hook.failsafe("detect_non_finite"):
-                self.checked.extend(p.detach() for _, p, _ in self.params
-                                    if p.is_floating_point() and p.numel())
+                self.late.extend(p.detach() for _, p, _ in self.params
+                                 if p.is_floating_point() and p.numel())
                 self.previous = None  # (the last update is the current step's)
-                self.check([])
+                self.check()
         self.remove()
 
-    def _identity(self) -> Identity:
+    def _identity(self, raw: tuple[int, Any, int] | None = None) -> Identity:
         hook = self.hook
-        return (max(hook.step, 0), hook.mode.name, max(hook.mode_step, 0))
+        step, mode, mode_step = raw or (hook.step, hook.mode, hook.mode_step)
+        return (max(step, 0), mode.name, max(mode_step, 0))
 
-    def check(self, grads: list[torch.Tensor]) -> None:
+    def check(self, backward: bool = False) -> None:
         """The step's one host synchronisation; the second pass only when it fails."""
         self.backward_queued = False
-        tensors = self.checked + grads
+        late = self.late
+        if backward:
+            late += [g for p in reversed(self.unslotted)
+                     if (g := p.grad) is not None and g.is_floating_point() and g.numel()]
         if not self.root_seen:  # (a loop that calls submodules only: every output is reduced)
-            tensors += [k.tensor for k in self._module_outputs()]
-        if tensors and not all_finite(tensors):
-            self._locate(self._grads() if grads else [])
+            late += [k.tensor for k in self._module_outputs()]
+        if len(self.slots) == 1 and not late:  # (one device: its slots are read as they are)
+            finite = math.isfinite(sum(self.slots[0].values.tolist()))
+        else:
+            total: torch.Tensor | None = None
+            for slots in self.slots:
+                part = slots.values.sum()
+                total = part if total is None else total + part.to(total.device)
+            if late:
+                part = torch.stack([_sum(t).to(late[0].device) for t in late]).sum()
+                total = part if total is None else total + part.to(total.device)
+            finite = total is None or math.isfinite(total.item())
+        if not finite:
+            self._locate(self._grads() if backward else [])
+            if not self.done:  # (a sum that overflowed: nothing non-finite; start afresh)
+                for slots in self.slots:
+                    slots.values.zero_()
         self._release()
 
     # -- the first offender ----------------------------------------------------------------------
 
     def _locate(self, grads: list[_Kept]) -> None:
         current = self._identity()
+        previous = self._identity(self.previous) if self.previous is not None else current
         params = [_Kept(p.detach(), where, tname) for tname, p, where in self.params
                   if p.is_floating_point() and p.numel()]
-        for phase, kept, identity in (("weights", params, self.previous or current),
+        for phase, kept, identity in (("weights", params, previous),
                                       ("forward", self._module_outputs(), current),
                                       ("loss", self.losses, current),
                                       ("backward", grads, current)):
@@ -268,9 +424,7 @@ class NonFiniteWatch:
                                  phase=phase, module=k.where.path, tensor=k.name, nan=found[0],
                                  posinf=found[1], neginf=found[2], wall_time=time.time())
         self.done = True
-        for h in self.handles:
-            h.remove()
-        self.handles.clear()
+        self._detach()
         self._save_the_way(phase, kept, i)
         written = False if hook.dry_run else write_non_finite_record(hook.storage, record)
         where_to = f"{hook.out_dir.rstrip('/')}/{non_finite_file_name(record.worker)}"
