@@ -12,9 +12,25 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
 fi
 PY="${VENV:-.venv}/bin/python"
 "$PY" -m ruff check .
-"$PY" -m pytest -q "$@"
+# Tests run in parallel, one worker per core (SMDEBUG_TEST_WORKERS to change; 0 runs them in this
+# process). A module's tests that share a module-scoped fixture stay on one worker (conftest.py).
+workers=(-n "${SMDEBUG_TEST_WORKERS:-auto}" --dist loadgroup)
+[ "${SMDEBUG_TEST_WORKERS:-auto}" = 0 ] && workers=()
+# --quick: the tier to iterate with (every package, real parts included) in about 3 minutes;
+# without it, everything, which is what CI runs.
+full=1
+args=()
+for arg in "$@"; do
+  if [ "$arg" = --quick ]; then
+    full=0
+    args+=(-m "not slow and not container and not browser and not reference")
+  else
+    args+=("$arg")
+  fi
+done
+"$PY" -m pytest -q "${workers[@]}" "${args[@]}"
 # The images, built and run without a Docker daemon: on a full run, where buildah is installed,
 # unless SMDEBUG_CONTAINER_TEST=0.
-if [ $# -eq 0 ] && [ "${SMDEBUG_CONTAINER_TEST:-1}" != 0 ] && command -v buildah >/dev/null; then
+if [ $full = 1 ] && [ $# -eq 0 ] && [ "${SMDEBUG_CONTAINER_TEST:-1}" != 0 ] && command -v buildah >/dev/null; then
   bash scripts/container-test.sh
 fi

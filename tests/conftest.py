@@ -93,3 +93,17 @@ def kept_log_records(logger_name: str, level: int = logging.WARNING) -> Iterator
         yield records
     finally:
         log.removeHandler(handler)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`--dist loadgroup`), the tests of a module that share a module- or
+    class-scoped fixture (a trained trial, a built site) run in one worker, so the fixture is
+    built once; every other test goes wherever a worker is free."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        shared = any(d.scope in ("module", "class") for defs in info.name2fixturedefs.values()
+                     for d in defs)
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))

@@ -12,6 +12,8 @@ import subprocess
 import threading
 from pathlib import Path
 
+from _build_lock import build_lock
+
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "scripts" / "make_ref_venv.sh"
 VENV = Path(os.environ.get("SMDEBUG_REF_VENV", "/tmp/smdref"))
@@ -29,7 +31,7 @@ def _usable(py: Path) -> bool:
 def ref_python() -> tuple[str | None, str]:
     """(path to the reference python or None, reason when None). Builds the venv once."""
     global _result
-    with _lock:
+    with _lock, build_lock(VENV):
         if _result is not None:
             return _result
         py = VENV / "bin" / "python"

@@ -25,6 +25,7 @@ def run_bench(script: str, *args: str, env: dict[str, str] | None = None) -> str
     return proc.stdout
 
 
+@pytest.mark.slow
 def test_rules_on_a_smdebug_written_trial(tmp_path):
     out = tmp_path / "rules.json"
     run_bench("bench_rules.py", "--steps", "12", "--tensors", "4", "--repeat", "1",
@@ -38,6 +39,7 @@ def test_rules_on_a_smdebug_written_trial(tmp_path):
         assert row["speedup"] and row["speedup_custom"]
 
 
+@pytest.mark.slow
 def test_trial_reads_through_the_s3_latency_proxy(tmp_path):
     stdout = run_bench(
         "bench_trial_smdebug_written.py", "--steps", "12", "--tensors", "5",

@@ -146,6 +146,7 @@ def test_rules_match_the_rule_container(run, tmp_path, trial_kind, rule, params)
         assert row["step"] is not None and "condition met" in row["evidence"]
 
 
+@pytest.mark.slow
 def test_rules_many_trials_custom_rule_and_errors(run, tmp_path):
     rule_file = tmp_path / "my_rules.py"
     rule_file.write_text(

@@ -509,7 +509,7 @@ print(json.dumps({"num_workers": cm.get_num_workers(),
 """
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_loads_our_collections_file(tmp_path):
     from refvenv import ref_python, run_ref
 

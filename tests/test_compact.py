@@ -109,6 +109,7 @@ def smdebug_reads(path: str, env: dict | None = None) -> dict:
 
 
 @pytest.mark.skipif(ref_python()[0] is None, reason=ref_python()[1])
+@pytest.mark.slow
 def test_smdebug_reads_a_compacted_trial_unchanged(tmp_path, s3_endpoint, s3_bucket):
     write_steps(tmp_path / "plain", range(8), end=True)
     shutil.copytree(tmp_path / "plain", tmp_path / "compacted")

@@ -287,7 +287,7 @@ def _run_ref_ok(code: str, *args: str) -> subprocess.CompletedProcess:
     return proc
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_what_file_writer_wrote(tmp_path):
     trial = str(tmp_path / "run")
     _write_trial(trial)
@@ -309,7 +309,7 @@ def test_smdebug_1_0_34_reads_what_file_writer_wrote(tmp_path):
     ]
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_we_read_what_smdebug_1_0_34_file_writer_wrote(tmp_path):
     trial = str(tmp_path / "ref")
     _run_ref_ok(REF_WRITES, trial)

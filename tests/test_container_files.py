@@ -14,6 +14,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
+pytestmark = pytest.mark.container
+
 yaml = pytest.importorskip("yaml")
 try:
     import tomllib

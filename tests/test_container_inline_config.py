@@ -11,7 +11,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from smdebug_lite.trials import create_trial
+
+pytestmark = pytest.mark.container
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,6 +13,8 @@ import pytest
 from _pytorch_support import read_out_dir, steps_of
 from hook_config_files import write_hook_config
 
+pytestmark = pytest.mark.container
+
 REPO = Path(__file__).resolve().parents[1]
 
 TRAIN_SCRIPT = textwrap.dedent("""

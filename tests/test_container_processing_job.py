@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from rule_runner_job import ROOT, OptMlJob, private_opt_ml_problem, with_private_opt_ml
 
+pytestmark = pytest.mark.container
+
 shapes = pytest.importorskip("sagemaker.core.shapes")
 serialize = pytest.importorskip("sagemaker.core.utils.utils").serialize
 

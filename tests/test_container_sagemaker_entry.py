@@ -8,7 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.container
 
 SCRIPT = """
 import sys, json

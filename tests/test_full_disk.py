@@ -139,11 +139,16 @@ SCRIPTS = {name: textwrap.dedent(PROLOGUE + body + EPILOGUE)
 
 
 @pytest.mark.parametrize(("framework", "when", "writer"), [
-    ("torch", "mid-run", "process"), ("torch", "mid-run", "thread"), ("torch", "full", "process"),
-    ("torch", "full", "thread"),
-    ("torch", "mid-run, tensorboard", "process"),  # (TensorBoard files are written by the hook itself)
-    ("keras", "mid-run", "process"), ("keras", "full", "process"),
-    ("xgboost", "mid-run", "process"), ("xgboost", "full", "process")])
+    pytest.param("torch", "mid-run", "process", marks=pytest.mark.slow),
+    ("torch", "mid-run", "thread"),
+    pytest.param("torch", "full", "process", marks=pytest.mark.slow),
+    pytest.param("torch", "full", "thread", marks=pytest.mark.slow),
+    # (TensorBoard files are written by the hook itself)
+    pytest.param("torch", "mid-run, tensorboard", "process", marks=pytest.mark.slow),
+    pytest.param("keras", "mid-run", "process", marks=pytest.mark.slow),
+    pytest.param("keras", "full", "process", marks=pytest.mark.slow),
+    pytest.param("xgboost", "mid-run", "process", marks=pytest.mark.slow),
+    ("xgboost", "full", "process")])
 def test_full_disk_stops_saving_and_keeps_what_was_written(tmp_path, framework, writer, when):
     pytest.importorskip(framework)
     mount = tmp_path / "disk"

@@ -161,7 +161,7 @@ def test_rules_run_on_the_trial(run):
     assert invoke_rule(vanishing).status == "IssuesFound"  # the gradients were read
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_the_trial(run):
     ok, reason = ref_available()
     if not ok:

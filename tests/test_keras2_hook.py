@@ -370,6 +370,7 @@ def _run_legacy(tmp_path: Path, mirrored: bool) -> str:
     return out
 
 
+@pytest.mark.slow
 def test_unchanged_tf_keras_script_under_legacy_keras(tmp_path):
     out = _run_legacy(tmp_path, mirrored=False)
     trial = create_trial(out)
@@ -380,6 +381,7 @@ def test_unchanged_tf_keras_script_under_legacy_keras(tmp_path):
     assert trial.tensor("loss").steps(mode=modes.EVAL) == [0, 1, 2]
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_on_two_logical_cpus(tmp_path):
     """Each replica computes its part of the gradient on half of the batch; the hook saves the
     first replica's tensors (not Keras' sum of every element over the replicas)."""

@@ -381,6 +381,7 @@ print("DISABLED" if hook.disabled else "OK")
 """
 
 
+@pytest.mark.slow
 def test_mirrored_strategy_trains_and_saves_one_replicas_tensors(tmp_path):
     """MirroredStrategy over two logical CPUs (a fresh process: devices are fixed at TF start):
     training runs, and the values saved are one replica's (half of each batch)."""

@@ -174,7 +174,7 @@ def test_rules_run_on_the_trial(run):
     assert invoke_rule(rule(trial, threshold="1e9")).status == "IssuesFound"  # gradients were read
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_the_trial(run):
     ok, reason = ref_available()
     if not ok:

@@ -264,7 +264,7 @@ print(json.dumps({"steps": t.steps(), "names": t.tensor_names(), "workers": sort
 """
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_a_trial_with_records(tmp_path):
     py, reason = ref_python()
     if py is None:

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _build_lock import build_lock
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("SMDEBUG_NP126_VENV", "/tmp/smdebug-lite-np126"))
@@ -20,6 +21,11 @@ MODULES = ["tests/test_tensor_codec.py", "tests/test_format_golden.py", "tests/t
 
 
 def _venv_python() -> str:
+    with build_lock(VENV):
+        return _built_venv_python()
+
+
+def _built_venv_python() -> str:
     py = VENV / "bin" / "python"
     ok = py.exists() and subprocess.run(
         [str(py), "-c", "import numpy, pytest, crc32c, ml_dtypes, google.protobuf as p; "

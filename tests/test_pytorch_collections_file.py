@@ -101,6 +101,7 @@ def _ref(script: str, out: str, variant: str) -> dict:
     return _collections(run_ref(script, out, variant, timeout=300))
 
 
+@pytest.mark.slow
 def test_extension_collections_only_when_asked_for(tmp_path):
     plain = _ours(PT_SCRIPT, str(tmp_path / "plain"), "incl")["collections"]
     assert sorted(plain) == ["all", "biases", "default", "gradients", "losses", "weights"]
@@ -127,7 +128,7 @@ def test_save_all_fills_every_collection(tmp_path):
     assert "inputs" not in cols and "outputs" not in cols
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 @pytest.mark.parametrize("variant", ["incl", "incl_shape", "all", "all_shape", "regex",
                                      "regex_shape_incl"])
 def test_pytorch_collections_file_as_smdebug(tmp_path, variant):
@@ -136,7 +137,7 @@ def test_pytorch_collections_file_as_smdebug(tmp_path, variant):
     assert ours == ref
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 @pytest.mark.parametrize("variant", ["save_all", "shape"])
 def test_xgboost_collections_file_as_smdebug(tmp_path, variant):
     ref = _ref(XGB_SCRIPT, str(tmp_path / "ref"), variant)
@@ -145,6 +146,7 @@ def test_xgboost_collections_file_as_smdebug(tmp_path, variant):
         {n: c["tensor_names"] for n, c in ref["collections"].items()}
 
 
+@pytest.mark.slow
 def test_keras_save_all_fills_every_collection(tmp_path):
     pytest.importorskip("tensorflow")
     script = r'''

@@ -794,6 +794,7 @@ def test_cpu_snapshots_go_to_the_writer_process_shared_memory(tmp_path):
 
 
 @pytest.mark.parametrize("writer", ["process", "thread"])
+@pytest.mark.slow
 def test_a_forked_child_exiting_does_not_end_the_parents_run(tmp_path, writer):
     """The child's exit handlers must not close the parent's hook (which would write
     training_job_end.ts while the parent still trains)."""

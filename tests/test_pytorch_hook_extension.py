@@ -172,7 +172,7 @@ def test_pruning_subclass_overrides_are_called(tmp_path):
         assert np.all(grad[:, 1::2] == 0) and np.any(grad[:, ::2] != 0)
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_pruning_subclass_matches_smdebug(tmp_path):
     from _pytorch_support import ref_available
     from refvenv import run_ref

@@ -18,7 +18,7 @@ from _pytorch_support import (
 
 import smdebug_lite.pytorch as smd
 
-pytestmark = pytest.mark.refvenv
+pytestmark = pytest.mark.reference
 torch.set_num_threads(1)
 
 _RED_NAME = {"l1": "l1", "l2": "l2"}

@@ -111,6 +111,7 @@ def test_spread_keeps_ends_and_bounds_count() -> None:
         spread(steps, 0)
 
 
+@pytest.mark.browser
 def test_golden_smdebug_trials_report_renders_in_chromium(tmp_path: Path) -> None:
     basic, reductions = str(GOLDEN_DIR / "pt_basic"), str(GOLDEN_DIR / "pt_reductions")
     jobs = [RuleJob(basic, "VanishingGradient"),

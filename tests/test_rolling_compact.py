@@ -50,6 +50,7 @@ def _same_as_without_manifest(tmp_path: Path, out: Path, steps: int, uncovered: 
     assert plain.index_files_read == steps and snapshot(t) == snapshot(plain)
 
 
+@pytest.mark.slow
 def test_a_killed_training_job_leaves_its_trial_compacted(tmp_path):
     """The training process dies without closing its hook: the writer process writes what it
     was handed and extends the manifest over every step, the tail included, before it exits."""
@@ -233,6 +234,7 @@ def test_the_switches_turn_rolling_off(tmp_path, monkeypatch, switch):
     assert not (tmp_path / mf.HEAD_KEY).exists()
 
 
+@pytest.mark.slow
 def test_an_s3_trial_is_compacted_as_its_writer_uploads_it(s3_endpoint, s3_bucket, monkeypatch):
     """The chief's writer stages files and uploads them; the compaction reads the trial from S3
     (a block whose last files are not uploaded yet is compacted at a later step or at the end)."""

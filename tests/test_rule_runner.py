@@ -212,7 +212,7 @@ def _issues_message(rule: str, step: int) -> str:
             "resulted in the condition being met\n")
 
 
-pytestmark = pytest.mark.usefixtures("private_opt_ml")
+pytestmark = [pytest.mark.container, pytest.mark.usefixtures("private_opt_ml")]
 
 
 # --- outcomes ------------------------------------------------------------------------------

@@ -302,7 +302,7 @@ REF_CASES = [
 ]
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_same_schedules_and_json_as_smdebug_1_0_34():
     from refvenv import ref_python, run_ref
 

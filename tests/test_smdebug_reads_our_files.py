@@ -48,7 +48,7 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_everything_we_write(tmp_path):
     py, reason = ref_python()
     if py is None:

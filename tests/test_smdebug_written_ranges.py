@@ -209,6 +209,7 @@ print(json.dumps({f"{n}/{r}/{s}": float(t.tensor(n).reduction_value(s, r))
 """
 
 
+@pytest.mark.slow
 def test_reductions_of_smdebug_files_skip_large_raw_tensors(tmp_path):
     py, why = ref_python()
     if py is None:

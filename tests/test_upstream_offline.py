@@ -120,6 +120,7 @@ def _probe(legacy_keras: bool) -> dict:
 
 
 @pytest.mark.parametrize("legacy_keras", [True, False], ids=["keras2", "keras3"])
+@pytest.mark.slow
 def test_offline_stand_ins(legacy_keras):
     pytest.importorskip("tensorflow")
     pytest.importorskip("tensorflow_datasets")

@@ -34,7 +34,7 @@ COLLECTIONS = ["hyperparameters", "metrics", "losses", "predictions", "labels",
                "feature_importance", "trees", "full_shap", "average_shap"]
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_an_xgboost_run(tmp_path):
     py, reason = ref_python()
     if py is None:

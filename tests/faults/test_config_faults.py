@@ -148,6 +148,7 @@ def test_get_hook_reports_each_bad_config_once_and_training_finishes(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["deep_value", "nul_local_path", "save_interval_list"])
+@pytest.mark.slow
 def test_launcher_reports_a_bad_config_once_and_runs_the_script(tmp_path, name):
     pytest.importorskip("torch")
     (path,) = _write_configs(tmp_path, [name])

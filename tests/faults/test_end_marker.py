@@ -112,6 +112,7 @@ def _saved_steps(out_dir: Path) -> list[int]:
     return create_trial(str(out_dir)).steps()
 
 
+@pytest.mark.slow
 def test_a_script_that_never_closes_the_hook_ends_its_run_at_exit(tmp_path):
     (tmp_path / "disk").mkdir()
     proc = _start(tmp_path, "noclose")
@@ -135,6 +136,7 @@ def test_sigterm_ends_the_run_on_disk_and_the_process_as_killed_by_sigterm(tmp_p
     assert "SIGTERM received; closing 1 hook(s)" in output, output
 
 
+@pytest.mark.slow
 def test_sigterm_closes_the_hook_then_calls_the_handler_installed_before(tmp_path):
     (tmp_path / "disk").mkdir()
     proc = _start(tmp_path, "handler-before")
@@ -145,6 +147,7 @@ def test_sigterm_closes_the_hook_then_calls_the_handler_installed_before(tmp_pat
     assert (tmp_path / "disk" / "run" / END).exists()
 
 
+@pytest.mark.slow
 def test_a_handler_installed_after_the_hook_is_left_alone(tmp_path):
     (tmp_path / "disk").mkdir()
     proc = _start(tmp_path, "handler-after")
@@ -163,6 +166,7 @@ NAMESPACE_SCRIPT = 'mount -t tmpfs -o size=1m tmpfs "$1" && shift && exec "$@"'
 
 
 @pytest.mark.parametrize("writer", ["process", "thread"])
+@pytest.mark.slow
 def test_a_full_disk_still_gets_the_end_marker_at_close(tmp_path, monkeypatch, writer):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -218,6 +222,7 @@ FORKED_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_a_forked_child_stuck_in_c_still_ends_on_sigterm(tmp_path):
     """A `multiprocessing` pool terminates its forked workers with SIGTERM and waits for them:
     the hook's handler, inherited, would never run in a child stuck on a lock in C code."""
@@ -269,6 +274,7 @@ HANDLERS_AFTER_FORK = textwrap.dedent("""
 
 
 @pytest.mark.parametrize("replaced", [False, True])
+@pytest.mark.slow
 def test_sigterm_handlers_in_a_forked_child(tmp_path, replaced):
     """The child starts with the handler from before the hook's, and its own hook installs the
     hook's again; a handler the script installed over the hook's is kept in the child, and

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from rule_runner_job import ROOT, OptMlJob
 
+pytestmark = pytest.mark.container
+
 TRIAL_SRC = ROOT / "tests" / "data" / "golden" / "pt_basic"  # steps 0..24, gradients each step
 END_MARKER = "training_job_end.ts"
 

@@ -132,6 +132,7 @@ def _check(proc: subprocess.CompletedProcess, lines: list[str], uri: str, code: 
 
 
 @pytest.mark.parametrize("case", ["InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied"])
+@pytest.mark.slow
 def test_refused_credentials_disable_the_hook_and_training_goes_on(tmp_path, auth_server, case):
     key_id, secret = {
         "InvalidAccessKeyId": ("AKIAUNKNOWNKEY000000", SECRET),

@@ -122,6 +122,7 @@ def test_a_killed_writer_process_loses_no_step(tmp_path, interval):
             and "a new writer process" in warnings[0] and "no step is lost" in warnings[0])
 
 
+@pytest.mark.slow
 def test_steps_staged_for_s3_by_a_killed_writer_process_are_uploaded(tmp_path, s3_endpoint):
     """For S3 a step is acknowledged once staged locally: what the dead writer had staged and
     not uploaded is uploaded by the writer that takes over."""
@@ -135,6 +136,7 @@ def test_steps_staged_for_s3_by_a_killed_writer_process_are_uploaded(tmp_path, s
     assert [p.name for p in tmp_path.glob("smdebug-lite-staging-*")] == []  # all uploaded
 
 
+@pytest.mark.slow
 def test_after_a_second_death_a_thread_writes_the_rest(tmp_path):
     result, lines, proc = _train(tmp_path, "2", "11", "twice")
     assert proc.returncode == 0, "\n".join(lines[-40:])
@@ -148,6 +150,7 @@ def test_after_a_second_death_a_thread_writes_the_rest(tmp_path):
 
 
 @pytest.mark.parametrize("interval", [1, 10])
+@pytest.mark.slow
 def test_sigpipe_restored_to_its_default_does_not_kill_training(tmp_path, interval):
     """Without MSG_NOSIGNAL, the first message to the dead writer's socket would kill the
     training process with SIGPIPE."""
