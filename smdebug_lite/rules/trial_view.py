@@ -65,11 +65,19 @@ class TrialView(_Delegating):
     def __init__(self, trial: Any, cache: TensorCache) -> None:
         object.__setattr__(self, "_trial", unwrap(trial))
         object.__setattr__(self, "_cache", cache)
+        # One view per tensor, as the trial keeps one Tensor per name: a rule asks for every
+        # tensor at every step.
+        object.__setattr__(self, "_views", {})
 
     def tensor(self, tname: str) -> TensorView:
         trial = object.__getattribute__(self, "_trial")
         cache = object.__getattribute__(self, "_cache")
-        return TensorView(cache.tensor(trial, tname), tname, trial, cache)
+        tensor = cache.tensor(trial, tname)
+        views = object.__getattribute__(self, "_views")
+        view = views.get(tname)
+        if view is None or object.__getattribute__(view, "_tensor") is not tensor:
+            view = views[tname] = TensorView(tensor, tname, trial, cache)
+        return view
 
     def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
         """Alias of `tensor_names` used by smdebug's documentation examples."""
@@ -89,23 +97,20 @@ class TensorView(_Delegating):
 
     def __init__(self, tensor: Any, name: str, trial: Any, cache: TensorCache) -> None:
         object.__setattr__(self, "_tensor", tensor)
-        object.__setattr__(self, "_name", name)
-        object.__setattr__(self, "_trial", trial)
-        object.__setattr__(self, "_cache", cache)
-
-    def _parts(self) -> tuple[str, Any, TensorCache]:
-        return (object.__getattribute__(self, "_name"), object.__getattribute__(self, "_trial"),
-                object.__getattribute__(self, "_cache"))
+        object.__setattr__(self, "_parts", (name, trial, cache))
 
     def value(self, step_num: int, mode: Any = GLOBAL, worker: str | None = None) -> np.ndarray:
-        name, trial, cache = self._parts()
-        return np.array(cache.value(trial, name, step_num, parse_mode(mode), worker))
+        name, trial, cache = object.__getattribute__(self, "_parts")
+        if mode.__class__ is not ModeKeys:
+            mode = parse_mode(mode)
+        return np.array(cache.value(trial, name, step_num, mode, worker))
 
     def reduction_value(self, step_num: int, reduction_name: str, mode: Any = GLOBAL,
                         worker: str | None = None, abs: bool = False) -> float:
-        name, trial, cache = self._parts()
-        return cache.reduction(trial, name, step_num, reduction_name, abs,
-                               parse_mode(mode), worker)
+        name, trial, cache = object.__getattribute__(self, "_parts")
+        if mode.__class__ is not ModeKeys:
+            mode = parse_mode(mode)
+        return cache.reduction(trial, name, step_num, reduction_name, abs, mode, worker)
 
     def values(self, mode: Any = GLOBAL, worker: str | None = None) -> dict[int, np.ndarray]:
         tensor = object.__getattribute__(self, "_tensor")

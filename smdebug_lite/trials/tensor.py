@@ -8,6 +8,7 @@ refresh. Values come through the trial's `ValueFetcher`.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -392,6 +393,10 @@ class Tensor:
         """Workers that saved anything of this tensor at the step."""
         mode = as_mode(mode)
         step_num = check_step(step_num, "step_num")
+        if self._table.num_workers <= 1:  # one writer: the step's one index, if it holds this
+            si = self._table.only(mode, step_num)
+            if si is not None and self.name in si.names:
+                return [si.worker]
         found = self._holders(step_num, mode)
         if found is None:
             self.trial.maybe_refresh(force=True)
@@ -454,15 +459,25 @@ class Tensor:
         return compute_reduction(reduction_name, value, bool(abs), tensor_name=name)
 
     def reduction_values(self, step_num: int, mode: ModeKeys = GLOBAL,
-                         worker: str | None = None) -> dict[tuple[str, bool], np.ndarray]:
-        """{(reduction, abs): value} of the reductions that were saved (none are computed)."""
+                         worker: str | None = None, *,
+                         only: Collection[tuple[str, bool]] | None = None
+                         ) -> dict[tuple[str, bool], np.ndarray]:
+        """{(reduction, abs): value} of the reductions that were saved (none are computed);
+        with `only`, just those of the (reduction, abs) keys given, the rest left unread."""
         mode = as_mode(mode)
         step_num = check_step(step_num, "step_num")
-        si = self._step_index(step_num, mode, check_worker(worker))
+        worker = check_worker(worker)
+        table = self._table
+        si = table.only(mode, step_num) if table.num_workers <= 1 else None
+        if si is None or self.name not in si.names or (worker is not None
+                                                       and worker != si.worker):
+            si = self._step_index(step_num, mode, worker)
         saved = si.reductions.get(self.name) if si.reductions else None
         if not saved:
             return {}
         read = self._fetch.one
+        if only is not None:
+            return {k: read(si, saved[k], self.name) for k in only if k in saved}
         return {k: read(si, e, self.name) for k, e in saved.items()}
 
     # -- as a table (smdebug_lite.table; needs the 'export' extra) ---------------------------

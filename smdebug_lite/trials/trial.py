@@ -17,7 +17,7 @@ import bisect
 import os
 import re
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -419,6 +419,56 @@ class Trial:
         else:
             selected = set(names)
         return sorted(selected)
+
+    def step_values(self, step: int, names: Sequence[str], mode: ModeKeys = GLOBAL
+                    ) -> list[np.ndarray | None]:
+        """The raw values of `names` at one step, read together, with the event files of the
+        steps after it fetched ahead in one batch when this step's is not in memory (a rule
+        reads many tensors of one step, step after step). Each is what `Tensor.value` returns;
+        None where that would do more than read the record (several workers, a manifest, no
+        raw value, a file not there yet, damage to explain), which is left to it."""
+        mode = as_mode(mode)
+        step = check_step(step)
+        out: list[np.ndarray | None] = [None] * len(names)
+        table = self.step_table
+        if table.num_workers > 1 or table.compacted is not None:
+            return out
+        si = table.only(mode, step)
+        if si is None:
+            return out
+        reader = self.value_fetcher.reader
+        steps_ahead, max_bytes = self.value_fetcher.ahead  # SMDEBUG_READER_AHEAD_*
+        if steps_ahead and not reader.holds(si):
+            steps = self.steps(mode=mode)
+            pos = bisect.bisect_left(steps, step)
+            ahead = (table.only(mode, s) for s in steps[pos : pos + steps_ahead])
+            reader.read_files([a for a in ahead if a is not None], max_bytes)
+        entries, held, read = si.entries, si.names, reader.read
+        for i, name in enumerate(names):
+            entry = entries.get(name)
+            if entry is None or name not in held:
+                continue
+            try:
+                out[i] = read(si, entry)
+            except Exception:  # noqa: BLE001 - Tensor.value reads it again and explains
+                continue
+        return out
+
+    def has_saved_reduction(self, step: int, reduction: str, abs: bool = False,
+                            mode: ModeKeys = GLOBAL) -> bool:
+        """Whether any worker saved `reduction` (with `abs`) of any tensor at the step, from
+        the index alone (False for a step not known): a rule that prefers saved reductions
+        where there are some asks once per step rather than once per tensor."""
+        mode = as_mode(mode)
+        step = check_step(step)
+        table = self.step_table
+        gs = table.global_step(mode, step)
+        held = table.holders(gs) if gs is not None else None
+        key = (reduction, bool(abs))
+        for si in held.values() if held else ():
+            if si.reductions and any(key in saved for saved in si.reductions.values()):
+                return True
+        return False
 
     def tensors(self, *args: Any, **kwargs: Any) -> list[str]:
         """Alias of tensor_names (used by smdebug's rule examples)."""

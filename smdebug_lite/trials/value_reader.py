@@ -308,6 +308,25 @@ class ValueReader:
             decoded += 1
         self._account(fs, size + decoded * _ARRAY_OVERHEAD)
 
+    def holds(self, si: StepIndex) -> bool:
+        """Whether the event file of `si` is in memory whole."""
+        fs = self._cache.get(si.event_rel)  # type: ignore[arg-type]
+        return fs is not None and fs.data is not None
+
+    def read_files(self, sis: Sequence[StepIndex], max_bytes: int) -> None:
+        """The event files of `sis` not in memory yet, each up to `whole_file_max`, read whole
+        in one batch of at most `max_bytes` (for reads of many records of each about to come);
+        missing ones are skipped."""
+        wanted: list[StepIndex] = []
+        for si in sis:
+            if si.event_rel and si.size <= self.whole_file_max and not self.holds(si):
+                max_bytes -= si.size
+                if max_bytes < 0:
+                    break
+                wanted.append(si)
+        if len(wanted) > 1:
+            self._prefetch(wanted)
+
     def _prefetch(self, sis: Sequence[StepIndex]) -> None:
         """Read several whole files in one go (concurrently on S3); missing ones are skipped."""
         rels = [si.event_rel for si in sis]

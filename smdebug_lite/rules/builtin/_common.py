@@ -167,6 +167,21 @@ class BuiltinRule(Rule):
                 continue
             yield name, got
 
+    def each_reduction_at(self, selection: TensorSelection, step: int, reduction: str,
+                          abs: bool = False) -> Iterator[tuple[str, float]]:
+        """`each_at(selection, step, self.reduction, reduction, abs=abs)`, the reductions of
+        the step's tensors computed together (`TensorCache.reductions`); an error reading one
+        is raised when its turn comes, as one by one."""
+        trial = self.raw_base
+        names = selection.names_at(trial, step)
+        for name, got in zip(names, self.cache.reductions(trial, names, step, reduction, abs),
+                             strict=True):
+            if isinstance(got, Exception):
+                if isinstance(got, TensorUnavailableForStep):
+                    continue
+                raise got
+            yield name, got
+
     def scalar(self, name: str, step: int) -> float:
         """A scalar tensor (a loss): the mean of the raw value, or the saved mean."""
         try:

@@ -26,7 +26,7 @@ class VanishingGradient(BuiltinRule):
         self.selection = TensorSelection(collections=["gradients"])
 
     def invoke_at_step(self, step: int) -> bool:
-        for name, abs_mean in self.each_at(self.selection, step, self.reduction, "mean", abs=True):
+        for name, abs_mean in self.each_reduction_at(self.selection, step, "mean", abs=True):
             if abs_mean < self.threshold:
                 return self.flag(step, f"mean(|{name}|) = {abs_mean:.3g} < {self.threshold:g}",
                                  tensor=name, abs_mean=abs_mean)
@@ -64,24 +64,39 @@ class ExplodingTensor(BuiltinRule):
         self.set_params(collection_names=collections, tensor_regex=tensor_regex,
                         only_nan=self.only_nan)
         self.selection = TensorSelection(collections, regexes, default_all=True)
+        # The saved counts `_from_counts` looks at (the other saved reductions are not read).
+        self._counts = (("num_nan", False),) if self.only_nan else (("num_nan", False),
+                                                                    ("num_inf", False))
 
     def _bad(self, arr: np.ndarray) -> bool:
         if arr.dtype.kind not in "fc":
             return False
+        # The ufuncs `.any()` / `.all()` call, without their Python wrappers (once per tensor
+        # and step).
         if self.only_nan:
-            return bool(np.isnan(arr).any())
-        return not bool(np.isfinite(arr).all())
+            return bool(np.logical_or.reduce(np.isnan(arr), axis=None))
+        return not bool(np.logical_and.reduce(np.isfinite(arr), axis=None))
 
     def _from_counts(self, name: str, step: int) -> tuple[str, int, int] | bool | None:
         """(worker, NaN count, Inf count) of the first worker whose saved counts are nonzero,
         False when every worker's counts are zero, None when some worker has no counts."""
         trial = self.raw_base
+        if getattr(trial, "num_workers", 2) <= 1:
+            # One writer: its counts, else None; the worker is named only when they are not 0.
+            saved = self.cache.saved_reductions(trial, name, step, only=self._counts)
+            nan = saved.get(("num_nan", False))
+            inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
+            if nan is None or inf is None:
+                return None
+            if not (nan or inf):
+                return False
         try:
             workers = self.cache.tensor(trial, name).workers(step)
         except (TensorUnavailableForStep, KeyError, ValueError):
             return None
         for worker in workers:
-            saved = self.cache.saved_reductions(trial, name, step, worker=worker)
+            saved = self.cache.saved_reductions(trial, name, step, worker=worker,
+                                                only=self._counts)
             nan = saved.get(("num_nan", False))
             inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
             if nan is None or inf is None:
@@ -99,11 +114,18 @@ class ExplodingTensor(BuiltinRule):
                          tensor=record.tensor, worker=record.worker, num_nan=record.nan,
                          num_inf=record.posinf + record.neginf, record=record.to_dict())
 
+    def _counts_saved(self, step: int) -> bool:
+        """False when no tensor's NaN count was saved at the step (asked once, not per
+        tensor); True when some may have been."""
+        has = getattr(self.raw_base, "has_saved_reduction", None)
+        return True if has is None else has(step, "num_nan")
+
     def invoke_at_step(self, step: int) -> bool:
         if self._from_record(step):
             return True
+        counts = self._counts_saved(step)
         for name in self.selection.names_at(self.raw_base, step):
-            counted = self._from_counts(name, step)
+            counted = self._from_counts(name, step) if counts else None
             if counted is False:
                 continue
             if counted is not None:
