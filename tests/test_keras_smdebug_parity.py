@@ -102,7 +102,7 @@ def test_labels_and_rank1_inputs_are_saved_as_n_by_1(tmp_path, K):
     np.testing.assert_array_equal(trial.tensor("labels").value(2), y[8:12, None])
 
 
-@pytest.mark.refvenv
+@pytest.mark.reference
 def test_smdebug_reads_the_n_by_1_labels(tmp_path):
     """smdebug 1.0.34's trial reads the labels of a Keras 2 fit back as it saved them."""
     python, why = ref_python()
@@ -221,3 +221,30 @@ def test_get_collection_gives_the_tf_collection(tmp_path, K):
     assert isinstance(hook.get_collection("mine"), TFCollection)
     hook.get_collection("mine").add_keras_layer("hidden")
     hook.close()
+
+
+def test_optimizer_variables_are_its_iteration_and_rate_under_a_tape(tmp_path, K):
+    """What smdebug saved of a ``tf.keras`` optimizer, in both flavours: no per-weight slots,
+    so a bias's momentum does not land in ``biases`` by its regex either."""
+    out = str(tmp_path / "run")
+    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+                     include_collections=["weights", "biases", "optimizer_variables"])
+    model = _functional(K)
+    opt = K.optimizers.Adam(0.01)
+    hook.wrap_optimizer(opt)
+    hook.register_model(model)
+    x, y = _data(8)
+    for _ in range(2):
+        with hook.wrap_tape(tf.GradientTape()) as tape:
+            loss = tf.reduce_mean((model(x, training=True)[:, 0] - y) ** 2)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+    hook.close()
+    trial = create_trial(out)
+    names = trial.tensor_names(collection="optimizer_variables")
+    assert len(names) == 2 and {n.rsplit("/", 1)[-1] for n in names} == \
+        {"iteration:0", "learning_rate:0"}
+    assert [n.rsplit("/", 2)[-2:] for n in trial.tensor_names(collection="biases")] == \
+        [["hidden", "bias:0"], ["out", "bias:0"]]
+    assert not [n for n in trial.tensor_names() if "momentum" in n or "velocity" in n
+                or "/m/" in n or "/v/" in n]

@@ -31,7 +31,7 @@ class KerasFlavor(Protocol):
         """Give the optimizer back its own method."""
 
     def optimizer_variables(self, optimizer: Any) -> list:
-        """The optimizer's own variables (iteration count, slots)."""
+        """The optimizer's own variables smdebug saved: iteration count, hyperparameters."""
 
     def unscaled_gradient(self, optimizer: Any, grad: Any) -> Any:
         """A gradient as the optimizer will apply it, without a mixed-precision loss scale."""

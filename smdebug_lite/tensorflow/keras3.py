@@ -42,7 +42,12 @@ class Keras3:
             optimizer.__dict__.pop("_smd_original_apply", None)
 
     def optimizer_variables(self, optimizer: Any) -> list:
-        return list(getattr(optimizer, "variables", None) or [])
+        """The iteration count and the learning rate when it is a variable, the optimizer
+        state smdebug saved for ``tf.keras`` (and what a Keras 2 optimizer gives): not the
+        per-weight slots (``adam/dense_bias_momentum:0``), which would also fall in ``biases``
+        by its regex and add two copies of the weights to every saved step."""
+        held = (getattr(optimizer, "iterations", None), getattr(optimizer, "learning_rate", None))
+        return [v for v in held if self.is_variable(v)]
 
     def unscaled_gradient(self, optimizer: Any, grad: Any) -> Any:
         scale = getattr(optimizer, "dynamic_scale", None)
