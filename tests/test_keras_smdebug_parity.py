@@ -223,13 +223,18 @@ def test_get_collection_gives_the_tf_collection(tmp_path, K):
     hook.close()
 
 
+@pytest.mark.filterwarnings("ignore:Gradients do not exist")  # (Keras 3, the seed state)
 def test_optimizer_variables_are_its_iteration_and_rate_under_a_tape(tmp_path, K):
     """What smdebug saved of a ``tf.keras`` optimizer, in both flavours: no per-weight slots,
-    so a bias's momentum does not land in ``biases`` by its regex either."""
+    so a bias's momentum does not land in ``biases`` by its regex either. ``model.variables``
+    (as smdebug's gradient-tape example passes them) also holds Keras 3's Dropout seed state,
+    which is no weight."""
     out = str(tmp_path / "run")
     hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "optimizer_variables"])
-    model = _functional(K)
+    K.utils.set_random_seed(0)
+    model = K.Sequential([K.Input((4,)), K.layers.Dense(3, activation="relu", name="hidden"),
+                          K.layers.Dropout(0.2), K.layers.Dense(1, name="out")])
     opt = K.optimizers.Adam(0.01)
     hook.wrap_optimizer(opt)
     hook.register_model(model)
@@ -237,8 +242,8 @@ def test_optimizer_variables_are_its_iteration_and_rate_under_a_tape(tmp_path, K
     for _ in range(2):
         with hook.wrap_tape(tf.GradientTape()) as tape:
             loss = tf.reduce_mean((model(x, training=True)[:, 0] - y) ** 2)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        grads = tape.gradient(loss, model.variables)
+        opt.apply_gradients(zip(grads, model.variables, strict=True))
     hook.close()
     trial = create_trial(out)
     names = trial.tensor_names(collection="optimizer_variables")
@@ -246,5 +251,7 @@ def test_optimizer_variables_are_its_iteration_and_rate_under_a_tape(tmp_path, K
         {"iteration:0", "learning_rate:0"}
     assert [n.rsplit("/", 2)[-2:] for n in trial.tensor_names(collection="biases")] == \
         [["hidden", "bias:0"], ["out", "bias:0"]]
+    assert [n.rsplit("/", 2)[-2:] for n in trial.tensor_names(collection="weights")] == \
+        [["hidden", "kernel:0"], ["out", "kernel:0"]]
     assert not [n for n in trial.tensor_names() if "momentum" in n or "velocity" in n
                 or "/m/" in n or "/v/" in n]

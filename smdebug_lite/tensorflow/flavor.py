@@ -42,6 +42,10 @@ class KerasFlavor(Protocol):
     def is_variable(self, value: Any) -> bool:
         """Whether `value` is a variable of this Keras (or a TF variable)."""
 
+    def is_rng_state(self, variable: Any) -> bool:
+        """Whether `variable` is a random generator's state (Keras 3's ``SeedGenerator``, which
+        ``model.variables`` lists for a Dropout layer), not a weight of the model."""
+
 
 def _is_keras2(obj: Any) -> bool:
     if "tf_keras" not in sys.modules:

@@ -67,6 +67,9 @@ class Keras2:
     def is_variable(self, value: Any) -> bool:
         return isinstance(value, tf.Variable)
 
+    def is_rng_state(self, variable: Any) -> bool:
+        return False  # (Keras 2 layers draw random numbers without variables)
+
 
 KERAS2 = Keras2()
 

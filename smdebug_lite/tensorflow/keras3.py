@@ -61,6 +61,10 @@ class Keras3:
     def is_variable(self, value: Any) -> bool:
         return isinstance(value, (tf.Variable, keras.Variable))
 
+    def is_rng_state(self, variable: Any) -> bool:
+        path = str(getattr(variable, "path", None) or getattr(variable, "name", ""))
+        return path.rsplit("/", 1)[-1].split(":", 1)[0] == "seed_generator_state"
+
 
 KERAS3 = Keras3()
 

@@ -675,7 +675,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             else:
                 pairs = list(zip(grads, variables, strict=False))
             for g, v in pairs:
-                if not isinstance(v, (tf.Variable, keras.Variable)):
+                if not isinstance(v, (tf.Variable, keras.Variable)) or \
+                        flavor_of(v).is_rng_state(v):
                     continue
                 wname = variable_name(v)
                 self._set_role(wname, self._variable_role(wname))
