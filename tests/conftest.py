@@ -98,7 +98,17 @@ def kept_log_records(logger_name: str, level: int = logging.WARNING) -> Iterator
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`--dist loadgroup`), the tests of a module that share a module- or
     class-scoped fixture (a trained trial, a built site) run in one worker, so the fixture is
-    built once; every other test goes wherever a worker is free."""
+    built once; every other test goes wherever a worker is free. Modules holding `slow` tests
+    come first (each module's tests stay together and in order), so that the long tests do not
+    start last and leave the other workers idle at the end."""
+    def has_slow(module: str) -> bool:
+        return any(i.get_closest_marker("slow") for i in by_module[module])
+
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ordered = sorted(by_module, key=lambda module: not has_slow(module))
+    items[:] = [item for module in ordered for item in by_module[module]]
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
