@@ -119,6 +119,7 @@ print(json.dumps({
 """
 
 
+@pytest.mark.reference
 def test_smdebug_1_0_34_reads_the_generated_trial(trial_dir):
     py, reason = ref_python()
     if py is None:

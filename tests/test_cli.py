@@ -204,6 +204,7 @@ def test_report_and_compact_call_their_features(run, tmp_path):
     assert cli("compact", tmp_path / "missing").exit_code == 3
 
 
+@pytest.mark.slow
 def test_subprocess_help_json_and_exit_codes(run):
     r = run_subprocess("--help")
     assert r.returncode == 0 and "Examples:" in r.stdout and "export" in r.stdout

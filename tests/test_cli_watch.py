@@ -101,6 +101,7 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]
     return proc.returncode, out, err or ""
 
 
+@pytest.mark.slow
 def test_watch_a_run_to_its_end(tmp_path):
     out = tmp_path / "run"
     watch = start_watch(out, "--timeout", "90", "--rule", "LossNotDecreasing")  # before training
@@ -151,6 +152,7 @@ def test_watch_a_run_that_trips_a_rule(tmp_path):
     assert "abcdef-secret" not in text + err
 
 
+@pytest.mark.slow
 def test_watch_a_run_that_stops_writing(tmp_path):
     out = tmp_path / "run"
     train = start_training(tmp_path, out, steps=6, delay=0.05, end="hang")

@@ -55,6 +55,7 @@ def test_golden_compacted_on_s3(s3_endpoint, s3_bucket, name):
         assert canonical(answer(s3, q)) == canonical(answer(local, q)), q["id"]
 
 
+@pytest.mark.slow
 def test_generated_trial_on_s3_opens_in_fewer_requests(s3_endpoint, s3_bucket, tmp_path):
     write_steps(tmp_path / "t", range(60), end=True)
     expected = snapshot(create_trial(str(tmp_path / "t")))

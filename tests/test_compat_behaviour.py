@@ -186,6 +186,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_mode_none_means_a_mode_with_nothing_saved(tmp_path):
     out = str(tmp_path / "run")
     _torch_trial(out, SaveConfig(save_interval=2))
@@ -218,6 +219,7 @@ def test_mode_none_means_a_mode_with_nothing_saved(tmp_path):
 # -- 2. XGBoost full_shap: smdebug's name and shape ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_full_shap_is_the_whole_contribution_matrix(tmp_path):
     import xgboost as xgb
 
@@ -370,6 +372,7 @@ def _read_modes(out_dir: str) -> dict:
     return out
 
 
+@pytest.mark.slow
 def test_unset_modes_are_null_in_the_file_and_an_error_when_read(tmp_path):
     ours = str(tmp_path / "ours")
     _torch_trial(ours, SaveConfig({ModeKeys.TRAIN: SaveConfigMode(save_interval=2)}))

@@ -16,7 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("extra", [[], ["--after-training", "--launcher", "manual"]])
+@pytest.mark.parametrize("extra", [pytest.param([], marks=pytest.mark.slow),
+                                   pytest.param(["--after-training", "--launcher", "manual"],
+                                                marks=pytest.mark.slow)])
 def test_demo_prints_rule_statuses(tmp_path: Path, extra: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     proc = subprocess.run([sys.executable, str(ROOT / "demo" / "run_demo.py"),

@@ -17,6 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# (mkdocs builds the whole site once for the module: the full tier's)
+pytestmark = pytest.mark.slow
+
 # page of the API reference -> objects it documents (the anchors mkdocstrings gives them)
 API = {
     "hooks": ["smdebug_lite.pytorch.Hook", "smdebug_lite.pytorch.Hook.register_module",

@@ -40,7 +40,8 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("keras_version", [3, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("keras_version", [pytest.param(3, marks=pytest.mark.slow),
+                                           pytest.param(2, marks=pytest.mark.slow)])
 def test_unmodified_keras_script(tmp_path, keras_version):
     """Keras 3 (tf.keras on TF 2.16+) and Keras 2 (tf.keras is tf_keras under
     TF_USE_LEGACY_KERAS=1, imported by TensorFlow after the launcher attached to Keras 3)."""

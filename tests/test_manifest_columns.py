@@ -202,6 +202,7 @@ def test_version_1_manifest_is_ignored_until_compacted_again(tmp_path, caplog):
     assert open_trial(root).index_files_read == 0
 
 
+@pytest.mark.slow
 def test_s3_history_reads_one_section_per_chunk(s3_endpoint, s3_bucket, tmp_path):
     write_steps(tmp_path / "t", range(30), workers=3, end=True)
     expected = full_snapshot(open_trial(tmp_path / "t"))

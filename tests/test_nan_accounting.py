@@ -163,6 +163,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.reference
 def test_smdebug_reads_a_trial_with_counts(tmp_path):
     """smdebug 1.0.34 loads the collections (without the counts, which its ReductionConfig would
     reject) and returns the saved counts through reduction_value."""

@@ -118,6 +118,7 @@ def test_extension_collections_only_when_asked_for(tmp_path):
     assert asked["inputs"]["tensor_names"] == []
 
 
+@pytest.mark.slow
 def test_save_all_fills_every_collection(tmp_path):
     cols = _ours(PT_SCRIPT, str(tmp_path / "run"), "all_shape")["collections"]
     assert cols["weights"]["tensor_names"] == ["Sequential_0.weight", "Sequential_2.weight"]

@@ -117,6 +117,7 @@ def test_explain_sees_the_same_graph_breaks_with_the_hook(tmp_path):
 
 
 @pytest.mark.parametrize("compile_how", ["torch.compile", "model.compile"])
+@pytest.mark.slow
 def test_layer_outputs_break_the_graph_but_are_saved_right(tmp_path, compile_how):
     """Module inputs/outputs come from forward hooks, which dynamo does not trace: each hooked
     module splits the graph. The values must still be those of an uncompiled run, including

@@ -136,6 +136,7 @@ def _run_ours(out: str) -> dict:
     return _result(proc)
 
 
+@pytest.mark.slow
 def test_pruning_subclass_overrides_are_called(tmp_path):
     got = _run_ours(str(tmp_path / "ours"))
     modules = ["fc1", "bn", "relu", "fc2", "Net", "CrossEntropyLoss"]

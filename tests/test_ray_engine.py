@@ -91,6 +91,7 @@ def _jobs(trials: list[str], rule_file: str) -> list[RuleJob]:
     return jobs
 
 
+@pytest.mark.slow
 def test_ray_outcomes_are_the_local_ones(cluster, sweep, s3_endpoint, s3_bucket, tmp_path,
                                          monkeypatch):
     s3_trial = upload_tree(s3_endpoint.client(), s3_bucket, "runs/lr-0", sweep / STUCK_RUN)
@@ -115,6 +116,7 @@ def test_ray_outcomes_are_the_local_ones(cluster, sweep, s3_endpoint, s3_bucket,
     assert sorted(o.step for o in ranged) == [4, 10]
 
 
+@pytest.mark.slow
 def test_outcomes_stream_back_as_tasks_finish(cluster, sweep, tmp_path):
     rule_file = tmp_path / "wait_rule.py"
     rule_file.write_text(WAIT_RULE)
@@ -131,6 +133,7 @@ def test_outcomes_stream_back_as_tasks_finish(cluster, sweep, tmp_path):
     assert next(outcomes, None) is None
 
 
+@pytest.mark.slow
 def test_a_task_that_dies_is_an_error_outcome(cluster, sweep, tmp_path):
     rule_file = tmp_path / "crash_rule.py"
     rule_file.write_text(CRASH_RULE)
@@ -144,6 +147,7 @@ def test_a_task_that_dies_is_an_error_outcome(cluster, sweep, tmp_path):
         f"ClientError: rule KillsItsWorker on trial {dying.trial} failed on the Ray cluster")
 
 
+@pytest.mark.slow
 def test_cli_rules_over_a_prefix_on_a_cluster_by_address(cluster, sweep, tmp_path):
     missing = str(tmp_path / "missing-run")
     args = [sys.executable, "-m", "smdebug_lite.cli", "rules", str(sweep), missing,

@@ -144,6 +144,7 @@ def test_golden_smdebug_trials_report_renders_in_chromium(tmp_path: Path) -> Non
     assert_not_blank(png)
 
 
+@pytest.mark.slow
 def test_first_nan_of_our_pytorch_run(tmp_path: Path) -> None:
     trial_dir = diverging_run(tmp_path / "diverged")
     trial = create_trial(str(trial_dir))
@@ -252,6 +253,7 @@ def test_bad_input_is_named(tmp_path: Path) -> None:
     assert not Path(out).exists()
 
 
+@pytest.mark.slow
 def test_report_of_s3_trial_matches_local(s3_endpoint, s3_bucket, tmp_path: Path) -> None:
     from test_s3_trial import upload_dir
 

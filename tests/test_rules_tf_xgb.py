@@ -54,6 +54,7 @@ def keras_run(tmp_path, name: str, lr: float, zero_init: bool = False, epochs: i
     return out
 
 
+@pytest.mark.slow
 def test_loss_not_decreasing_on_keras(tmp_path):
     stuck = run_rule(keras_run(tmp_path, "stuck", lr=0.0), "LossNotDecreasing")
     assert stuck.status == "IssuesFound", stuck.message

@@ -92,6 +92,7 @@ def test_flaky_s3_reads_give_the_same_values(trials, via_proxy, kind):
     assert proxy.counts.requests > 60
 
 
+@pytest.mark.slow
 def test_every_read_path_survives_frequent_resets_and_throttling(trials, via_proxy,
                                                                  monkeypatch):
     """Resets in 15% of GET bodies (objects, ranges and LIST pages alike) and throttling

@@ -150,6 +150,7 @@ def test_missing_bucket_disables_the_hook_at_construction(tmp_path, s3_endpoint)
     _check(proc, lines, uri, "NoSuchBucket")
 
 
+@pytest.mark.slow
 def test_unreachable_endpoint_disables_the_hook(tmp_path):
     uri = "s3://some-bucket/run"
     endpoint = f"http://127.0.0.1:{_free_port()}"  # nothing listens there

@@ -55,6 +55,7 @@ def _rel(path: str, bucket: str) -> str:
     return path[len(prefix):] if path.startswith(prefix) else path
 
 
+@pytest.mark.slow
 def test_hook_writes_every_step_in_order_through_throttling_and_resets(s3_endpoint, s3_bucket):
     uri = f"s3://{s3_bucket}/job"
     with FaultProxy(s3_endpoint.url, seed=11, slowdown=0.10, reset=0.04) as proxy:

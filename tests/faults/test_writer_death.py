@@ -104,7 +104,7 @@ def _reports(lines: list[str]) -> tuple[list[str], list[str]]:
             [line for line in lines if " ERROR " in line or "Traceback" in line])
 
 
-@pytest.mark.parametrize("interval", [1, 5])
+@pytest.mark.parametrize("interval", [1, pytest.param(5, marks=pytest.mark.slow)])
 def test_a_killed_writer_process_loses_no_step(tmp_path, interval):
     result, lines, proc = _train(tmp_path, str(interval), "23")
     assert proc.returncode == 0, "\n".join(lines[-40:])
