@@ -12,10 +12,13 @@ if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
 fi
 PY="${VENV:-.venv}/bin/python"
 "$PY" -m ruff check .
-# Tests run in parallel, one worker per core (SMDEBUG_TEST_WORKERS to change; 0 runs them in this
-# process). A module's tests that share a module-scoped fixture stay on one worker (conftest.py).
-workers=(-n "${SMDEBUG_TEST_WORKERS:-auto}" --dist loadgroup)
-[ "${SMDEBUG_TEST_WORKERS:-auto}" = 0 ] && workers=()
+# Tests run in parallel, one worker more than there are cores: many tests spend part of their
+# time waiting on a subprocess, a socket or a timeout (SMDEBUG_TEST_WORKERS to change; 0 runs
+# them in this process). A module's tests that share a module-scoped fixture stay on one worker
+# (tests/conftest.py).
+n_workers="${SMDEBUG_TEST_WORKERS:-$(( $(nproc) + 1 ))}"
+workers=(-n "$n_workers" --dist loadgroup)
+[ "$n_workers" = 0 ] && workers=()
 # --quick: the tier to iterate with (every package, real parts included) in about 3 minutes;
 # without it, everything, which is what CI runs.
 full=1
