@@ -76,6 +76,24 @@ def s3_bucket(s3_endpoint: S3Endpoint) -> str:
     return s3_endpoint.new_bucket()
 
 
+@pytest.fixture
+def count_value_calls(monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int], int]:
+    """How many times each (tensor, step) was read through ``Tensor.value`` during the test:
+    for checks that a cache or a batch read reads each value once."""
+    from smdebug_lite.modes import ModeKeys
+    from smdebug_lite.trials import Tensor
+
+    calls: dict[tuple[str, int], int] = {}
+    original = Tensor.value
+
+    def counting(self, step_num, mode=ModeKeys.GLOBAL, worker=None):
+        calls[(self.name, step_num)] = calls.get((self.name, step_num), 0) + 1
+        return original(self, step_num, mode=mode, worker=worker)
+
+    monkeypatch.setattr(Tensor, "value", counting)
+    return calls
+
+
 def kept_log_records(logger_name: str, level: int = logging.WARNING) -> Iterator[list]:
     """Records of `logger_name` and its children at `level` and above, in a list, while the
     generator is suspended (for fixtures: the library's root logger does not propagate to

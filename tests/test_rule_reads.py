@@ -69,21 +69,8 @@ def _trial(tmp_path, n: int, bad: dict[tuple[str, int], np.ndarray] | None = Non
     return create_trial(write_trial(str(tmp_path / "t"), steps, {"gradients": NAMES}))
 
 
-@pytest.fixture
-def value_calls(monkeypatch):
-    calls: dict[tuple[str, int], int] = {}
-    original = Tensor.value
-
-    def counting(self, step_num, mode=ModeKeys.GLOBAL, worker=None):
-        calls[(self.name, step_num)] = calls.get((self.name, step_num), 0) + 1
-        return original(self, step_num, mode=mode, worker=worker)
-
-    monkeypatch.setattr(Tensor, "value", counting)
-    return calls
-
-
 @pytest.mark.parametrize("reduction", ["mean", "min", "max", "sum", "std", "l2"])
-def test_a_run_of_steps_gives_the_one_by_one_answers(tmp_path, value_calls, reduction):
+def test_a_run_of_steps_gives_the_one_by_one_answers(tmp_path, count_value_calls, reduction):
     """A rule asking every step in order has the reductions of the following steps computed
     in one batch; each answer equals `compute_reduction` of that step's value, and each value
     is read from storage once."""
@@ -98,7 +85,7 @@ def test_a_run_of_steps_gives_the_one_by_one_answers(tmp_path, value_calls, redu
         if step == 1 and reduction in ("mean", "min", "max", "sum"):  # the batch was made
             ahead = ((trial, NAMES[0], 2, ModeKeys.GLOBAL, None), reduction, True)
             assert ahead in cache._reductions
-    counted = {k: v for k, v in value_calls.items()}
+    counted = {k: v for k, v in count_value_calls.items()}
     # The checks above read every value once more themselves.
     assert set(counted) == {(n, s) for n in NAMES for s in range(90)}
     assert max(counted.values()) == 2
@@ -218,7 +205,7 @@ def test_saved_counts_are_looked_for_once_per_step(tmp_path):
     assert rule.cache.loads == 2  # steps 0 and 1 read; step 2 answered by its counts
 
 
-def test_the_tensors_of_the_next_step_are_read_together(tmp_path, value_calls):
+def test_the_tensors_of_the_next_step_are_read_together(tmp_path, count_value_calls):
     """A rule reading many tensors step after step has each step's values read in one batch
     (`Trial.step_values`); the values are those `Tensor.value` gives, a tensor missing at a
     step is still reported as missing, and each value is read once."""
@@ -247,11 +234,11 @@ def test_the_tensors_of_the_next_step_are_read_together(tmp_path, value_calls):
     trial = create_trial(path)
     assert trial.step_values(3, [names[0], "nope"])[1] is None
     assert np.array_equal(trial.step_values(3, [names[0]])[0], expected[(names[0], 3)])
-    value_calls.clear()
+    count_value_calls.clear()
     rule = ReadsAll(create_trial(path))
     assert invoke_rule(rule).steps_evaluated == 30
     assert missing == [(names[4], 17)]
     assert seen.keys() == expected.keys()
     assert all(np.array_equal(seen[k], v) for k, v in expected.items())
-    assert max(value_calls.values()) == 1
-    assert len(value_calls) < len(expected) // 2  # most came in batches
+    assert max(count_value_calls.values()) == 1
+    assert len(count_value_calls) < len(expected) // 2  # most came in batches

@@ -21,7 +21,7 @@ from smdebug_lite.exceptions import (
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.rules import RequiredTensors, Rule, RuleResult, invoke_rule
 from smdebug_lite.rules.builtin import ExplodingTensor, VanishingGradient
-from smdebug_lite.trials import Tensor, create_trial
+from smdebug_lite.trials import create_trial
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -256,18 +256,6 @@ def test_required_tensors_declare_previous_steps(tmp_path):
 
 # -- the cache: each tensor value is read once per step -----------------------------------------
 
-
-@pytest.fixture
-def count_value_calls(monkeypatch):
-    calls: dict[tuple[str, int], int] = {}
-    original = Tensor.value
-
-    def counting(self, step_num, mode=ModeKeys.GLOBAL, worker=None):
-        calls[(self.name, step_num)] = calls.get((self.name, step_num), 0) + 1
-        return original(self, step_num, mode=mode, worker=worker)
-
-    monkeypatch.setattr(Tensor, "value", counting)
-    return calls
 
 
 def _gradient_trial(tmp_path, n=5):
