@@ -186,12 +186,18 @@ class TensorCache:
         except TensorUnavailableForStep as e:
             self._unavailable[key] = e  # permanent by definition
             raise
-        arr = np.asarray(raw).view()
-        arr.flags.writeable = False
-        values[key] = arr
-        self._bytes += arr.nbytes
+        arr = self._keep(key, raw)
         if self._bytes > self.max_bytes:
             self._evict()
+        return arr
+
+    def _keep(self, key: Key, raw: Any) -> np.ndarray:
+        """`raw` as a read-only array, kept under `key` and counted (eviction is left to the
+        caller, once for a batch)."""
+        arr = np.asarray(raw).view()
+        arr.flags.writeable = False
+        self._values[key] = arr
+        self._bytes += arr.nbytes
         return arr
 
     def _read_with_step(self, trial: Any, name: str, step: int, mode: ModeKeys) -> bool:
@@ -219,16 +225,10 @@ class TensorCache:
             got = batch(step, names, mode=mode)
         except Exception:  # noqa: BLE001 - each is read alone, which explains
             return False
-        added = 0
         for n, raw in zip(names, got, strict=True):
-            if raw is None:
-                continue
-            arr = np.asarray(raw).view()
-            arr.flags.writeable = False
-            values[(trial, n, step, mode, None)] = arr
-            added += arr.nbytes
-            self.loads += 1
-        self._bytes += added
+            if raw is not None:
+                self._keep((trial, n, step, mode, None), raw)
+                self.loads += 1
         if self._bytes > self.max_bytes:
             self._evict()
         return True
@@ -302,7 +302,6 @@ class TensorCache:
         done, values = self._reductions, self._values
         rows: list[np.ndarray] = []
         ahead: list[int] = []
-        added = 0
         for s in following:
             key = (trial, name, s, mode, worker)
             a = values.get(key)
@@ -317,20 +316,13 @@ class TensorCache:
                 except Exception:  # noqa: BLE001 - met again when the step is asked
                     break
                 self.loads += 1
-                a = np.asarray(raw)
-                if a.flags.writeable:
-                    a = a.view()
-                    a.flags.writeable = False
-                values[key] = a
-                added += a.nbytes
+                a = self._keep(key, raw)
             if a.shape != shape or a.dtype != dtype or not a.flags.c_contiguous:
                 break
             rows.append(a)
             ahead.append(s)
-        if added:
-            self._bytes += added
-            if self._bytes > self.max_bytes:
-                self._evict()
+        if self._bytes > self.max_bytes:
+            self._evict()
         if len(rows) < MIN_ROWS:
             return
         with np.errstate(all="ignore"):

@@ -198,10 +198,10 @@ class Tensor:
 
     def _step_index(self, step: int, mode: ModeKeys, worker: str | None) -> StepIndex:
         table = self._table
-        if worker is None and table.num_workers <= 1:
-            # Fast path: one writer, a known step that holds this tensor.
+        if table.num_workers <= 1:
+            # Fast path: one writer (named or not), a known step that holds this tensor.
             si = table.only(mode, step)
-            if si is not None and self.name in si.names:
+            if si is not None and self.name in si.names and worker in (None, si.worker):
                 return si
         held, gs = self._lookup(step, mode)
         return self._pick(held, gs, step, mode, worker)
@@ -466,12 +466,7 @@ class Tensor:
         with `only`, just those of the (reduction, abs) keys given, the rest left unread."""
         mode = as_mode(mode)
         step_num = check_step(step_num, "step_num")
-        worker = check_worker(worker)
-        table = self._table
-        si = table.only(mode, step_num) if table.num_workers <= 1 else None
-        if si is None or self.name not in si.names or (worker is not None
-                                                       and worker != si.worker):
-            si = self._step_index(step_num, mode, worker)
+        si = self._step_index(step_num, mode, check_worker(worker))
         saved = si.reductions.get(self.name) if si.reductions else None
         if not saved:
             return {}

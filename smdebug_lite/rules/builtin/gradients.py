@@ -77,30 +77,36 @@ class ExplodingTensor(BuiltinRule):
             return bool(np.logical_or.reduce(np.isnan(arr), axis=None))
         return not bool(np.logical_and.reduce(np.isfinite(arr), axis=None))
 
+    def _saved_counts(self, name: str, step: int,
+                      worker: str | None = None) -> tuple[float, float] | None:
+        """(NaN count, Inf count) one worker (None: the only one) saved, None when it saved
+        none (the Inf count is 0 with `only_nan`)."""
+        saved = self.cache.saved_reductions(self.raw_base, name, step, worker=worker,
+                                            only=self._counts)
+        nan = saved.get(("num_nan", False))
+        inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
+        return None if nan is None or inf is None else (nan, inf)
+
     def _from_counts(self, name: str, step: int) -> tuple[str, int, int] | bool | None:
         """(worker, NaN count, Inf count) of the first worker whose saved counts are nonzero,
         False when every worker's counts are zero, None when some worker has no counts."""
         trial = self.raw_base
         if getattr(trial, "num_workers", 2) <= 1:
             # One writer: its counts, else None; the worker is named only when they are not 0.
-            saved = self.cache.saved_reductions(trial, name, step, only=self._counts)
-            nan = saved.get(("num_nan", False))
-            inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
-            if nan is None or inf is None:
+            counts = self._saved_counts(name, step)
+            if counts is None:
                 return None
-            if not (nan or inf):
+            if not any(counts):
                 return False
         try:
             workers = self.cache.tensor(trial, name).workers(step)
         except (TensorUnavailableForStep, KeyError, ValueError):
             return None
         for worker in workers:
-            saved = self.cache.saved_reductions(trial, name, step, worker=worker,
-                                                only=self._counts)
-            nan = saved.get(("num_nan", False))
-            inf = 0.0 if self.only_nan else saved.get(("num_inf", False))
-            if nan is None or inf is None:
+            counts = self._saved_counts(name, step, worker)
+            if counts is None:
                 return None
+            nan, inf = counts
             if nan or inf:
                 return worker, int(nan), int(inf)
         return False
