@@ -119,19 +119,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     built once; every other test goes wherever a worker is free. Modules holding `slow` tests
     come first (each module's tests stay together and in order), so that the long tests do not
     start last and leave the other workers idle at the end."""
-    def has_slow(module: str) -> bool:
-        return any(i.get_closest_marker("slow") for i in by_module[module])
-
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
         by_module.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
-    ordered = sorted(by_module, key=lambda module: not has_slow(module))
-    items[:] = [item for module in ordered for item in by_module[module]]
-    for item in items:
-        info = getattr(item, "_fixtureinfo", None)
-        if info is None:
-            continue
-        shared = any(d.scope in ("module", "class") for defs in info.name2fixturedefs.values()
-                     for d in defs)
-        if shared:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+    ordered = sorted(by_module, key=lambda module: not any(
+        item.get_closest_marker("slow") for item in by_module[module]))
+    items[:] = []
+    for module in ordered:
+        for item in by_module[module]:
+            items.append(item)
+            if _shares_a_module_fixture(item):
+                item.add_marker(pytest.mark.xdist_group(module))
+
+
+def _shares_a_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(d.scope in ("module", "class")
+                                    for defs in info.name2fixturedefs.values() for d in defs)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from test_rules_helpers import Step, write_trial
 
-from smdebug_lite.exceptions import TensorCorrupted, TensorUnavailableForStep
+from smdebug_lite.exceptions import SMDebugTypeError, TensorCorrupted, TensorUnavailableForStep
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.rules import Rule, invoke_rule
 from smdebug_lite.rules.builtin import ExplodingTensor, VanishingGradient
@@ -242,3 +242,14 @@ def test_the_tensors_of_the_next_step_are_read_together(tmp_path, count_value_ca
     assert all(np.array_equal(seen[k], v) for k, v in expected.items())
     assert max(count_value_calls.values()) == 1
     assert len(count_value_calls) < len(expected) // 2  # most came in batches
+
+
+def test_step_reads_refuse_a_step_that_is_no_number(tmp_path):
+    """The batch reads name a bad step as `Tensor.value` does; a step not saved reads nothing."""
+    trial = _trial(tmp_path, 3)
+    for read in (lambda s: trial.step_values(s, NAMES[:2]),
+                 lambda s: trial.has_saved_reduction(s, "num_nan")):
+        with pytest.raises(SMDebugTypeError, match="step='a' is not a step number"):
+            read("a")
+    assert trial.step_values(99, NAMES[:2]) == [None, None]
+    assert not trial.has_saved_reduction(99, "num_nan")
