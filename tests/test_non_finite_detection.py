@@ -231,6 +231,74 @@ def test_backward_offender_in_backward_order(tmp_path):
     assert result.status == "IssuesFound" and result.step == BAD_STEP, result
 
 
+def _hook(out: Path) -> smd.Hook:
+    return smd.Hook(str(out), save_config=smd.SaveConfig(save_interval=1000),
+                    detect_non_finite=True)
+
+
+def test_loss_scaler_overflow_is_not_recorded_and_the_watch_goes_on(tmp_path, caplog):
+    """float16 autocast with a GradScaler whose first scale overflows the float16 gradients:
+    the scaler skips those updates, which is no training gone wrong; a later forward
+    offender is still recorded."""
+    torch.manual_seed(0)
+    hook, net = _hook(tmp_path), Net(boom_at=6)
+    hook.register_module(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 40, backoff_factor=2.0 ** -16)
+    g = torch.Generator().manual_seed(1)
+    scales, applied = [], []
+    with caplog.at_level("INFO", logger="smdebug_lite"):
+        for _ in range(8):
+            opt.zero_grad()
+            with torch.autocast("cpu", dtype=torch.float16):
+                loss = net(torch.randn(5, 4, generator=g)).float().pow(2).mean()
+            scaler.scale(loss).backward()
+            before = net.fc1.weight.detach().clone()
+            scales.append(scaler.get_scale())
+            scaler.step(opt)
+            scaler.update()
+            applied.append(not torch.equal(before, net.fc1.weight))
+    hook.close()
+    assert applied[:2] == [False, False] and all(applied[2:6]), (scales, applied)
+    assert "was not applied" in caplog.text
+    rec = record_of(tmp_path)
+    assert (rec["step"], rec["phase"], rec["tensor"]) == (6, "forward", "boom_output_0")
+
+
+def test_gradient_accumulated_over_steps_is_recorded_when_applied(tmp_path):
+    torch.manual_seed(0)
+    hook, net = _hook(tmp_path), Net(nan_grad_at=2)
+    hook.register_module(net)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(1)
+    for step in range(6):  # (two forward/backward passes per update)
+        net(torch.randn(5, 4, generator=g)).pow(2).mean().backward()
+        if step % 2 == 1:
+            opt.step()
+            opt.zero_grad()
+    hook.close()
+    rec = record_of(tmp_path)
+    assert (rec["step"], rec["phase"], rec["tensor"]) == (2, "backward", "gradient/Net_fc1.bias")
+
+
+def test_loop_that_updates_the_parameters_itself(tmp_path):
+    torch.manual_seed(0)
+    hook, net = _hook(tmp_path), Net(nan_grad_at=BAD_STEP)
+    hook.register_module(net)
+    g = torch.Generator().manual_seed(1)
+    for _ in range(STEPS):
+        net(torch.randn(5, 4, generator=g)).pow(2).mean().backward()
+        with torch.no_grad():
+            for p in net.parameters():
+                p -= 0.05 * p.grad
+                p.grad = None
+    hook.close()
+    rec = record_of(tmp_path)
+    assert (rec["step"], rec["phase"], rec["tensor"]) == (
+        BAD_STEP, "backward", "gradient/Net_fc1.bias")
+    assert "gradient/Net_fc2.bias" in names_at(tmp_path, BAD_STEP)
+
+
 def test_loss_offender(tmp_path):
     train(tmp_path, Net(), loss_fn=BadLoss(at=BAD_STEP))
     rec = record_of(tmp_path)

@@ -23,6 +23,14 @@ total that overflowed finds none: the slots are cleared and the run goes on). Th
 for the modules on the way (off the schedule, as a scalar is), the record written
 (`writer.non_finite`), one warning logged, and the watch stands down: a worker writes one record.
 
+A gradient offender is recorded once it is known to be applied, not when it is found:
+mixed-precision training with a loss scaler (``GradScaler``, DeepSpeed's) overflows float16
+gradients by design now and then, and the scaler then skips the update. The finding is held
+(`_Held`) and a global optimizer step hook registered: a torch optimizer step records it. A
+gradient still non-finite when the next step begins is being accumulated, and stays held; one
+cleared without a torch optimizer step was skipped, if float16 values were in the step (a loss
+scaler's overflow: dropped, and the watch goes on), or applied by the loop itself (recorded).
+
 The references are released at each check: module outputs live until the step's backward pass
 ends instead of as it frees them. The parameters after the last update are checked at close.
 """
@@ -34,7 +42,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
+import torch.optim.optimizer as torch_optimizer
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
@@ -60,6 +70,7 @@ logger = get_logger(__name__)
 _queue_callback = torch.autograd.Variable._execution_engine.queue_callback
 Identity = tuple[int, str, int]  # (step, mode name, mode step)
 F32 = torch.float32
+STRIDED = torch.strided
 OUTPUT_SLOTS = 4  # slots per device for the model's outputs and the loss (more: summed at the end)
 
 
@@ -80,6 +91,18 @@ class _Kept:
     where: _Where
     name: str
     inputs: Any = None  # (the module's inputs, for module outputs)
+    param: nn.Parameter | None = None  # (the parameter, for gradients)
+
+
+@dataclass(slots=True)
+class _Held:
+    """A gradient offender waiting for the optimizer to apply it (see the module docstring)."""
+
+    record: NonFiniteRecord
+    saved: list[tuple[str, np.ndarray]]  # the step for the modules on the way, host copies
+    at: Identity  # the step they belong to
+    param: nn.Parameter | None
+    float16: bool  # float16 values in the step: a loss scaler's overflow is likely
 
 
 class _Slots:
@@ -146,6 +169,8 @@ class NonFiniteWatch:
         self.backward_queued = False
         self.root_seen = False  # a model's output was kept: it stands for the module outputs
         self.done = False  # a record was written: the watch stands down
+        self.held: _Held | None = None  # a gradient offender the optimizer has not applied yet
+        self.optimizer_handle: RemovableHandle | None = None  # (while a gradient is held)
 
     # -- attaching -------------------------------------------------------------------------------
 
@@ -241,6 +266,7 @@ class NonFiniteWatch:
 
     def remove(self) -> None:
         self._detach()
+        self._stop_watching_optimizers()
         compile_watch.unwatch(self)
         self._release()
 
@@ -251,9 +277,9 @@ class NonFiniteWatch:
         self._unhook_calls()
 
     def _release(self) -> None:
-        self.outputs = []
-        self.late = []
-        self.losses = []
+        self.outputs.clear()
+        self.late.clear()
+        self.losses.clear()
         for slots in self.slots:
             slots.free = slots.first_output
         self.pending = False
@@ -307,7 +333,7 @@ class NonFiniteWatch:
             if g is not None:
                 if g.requires_grad:  # (a backward pass with create_graph=True)
                     g = g.detach()
-                if g.layout is torch.strided:
+                if g.layout is STRIDED:
                     torch.sum(g, dim=None, dtype=F32, out=slot)
                 else:
                     self.late.append(g)
@@ -336,7 +362,7 @@ class NonFiniteWatch:
         for tname, p, where in reversed(self.params):
             g = p.grad
             if g is not None and g.is_floating_point() and g.numel():
-                kept.append(_Kept(g, where, GRADIENT_PREFIX + tname))
+                kept.append(_Kept(g, where, GRADIENT_PREFIX + tname, param=p))
         return kept
 
     # -- steps -----------------------------------------------------------------------------------
@@ -347,6 +373,8 @@ class NonFiniteWatch:
         if self.done:
             return
         try:  # what `failsafe` does, without a context manager at every step
+            if self.held is not None:
+                self._settle_held(closing=False)
             if self.pending or self.outputs:
                 self.check()
             hook = self.hook
@@ -358,6 +386,9 @@ class NonFiniteWatch:
 
     def finish(self) -> None:
         """The hook closes: the last step, and the parameters after the last update."""
+        if not self.done and self.held is not None:
+            with self.hook.failsafe("detect_non_finite"):
+                self._settle_held(closing=True)
         if not self.done:
             with self.hook.failsafe("detect_non_finite"):
                 self.late.extend(p.detach() for _, p, _ in self.params
@@ -417,28 +448,84 @@ class NonFiniteWatch:
 
     def _found(self, phase: str, identity: Identity, kept: list[_Kept], i: int,
                found: tuple[int, int, int]) -> None:
-        hook = self.hook
         k = kept[i]
+        if phase == "backward" and self.held is not None:
+            return  # (the held gradient, accumulated again: it is earlier)
         step, mode, mode_step = identity
-        record = NonFiniteRecord(step=step, mode=mode, mode_step=mode_step, worker=hook.worker,
-                                 phase=phase, module=k.where.path, tensor=k.name, nan=found[0],
-                                 posinf=found[1], neginf=found[2], wall_time=time.time())
+        record = NonFiniteRecord(step=step, mode=mode, mode_step=mode_step,
+                                 worker=self.hook.worker, phase=phase, module=k.where.path,
+                                 tensor=k.name, nan=found[0], posinf=found[1], neginf=found[2],
+                                 wall_time=time.time())
+        saved = self._the_way(phase, kept, i)
+        if phase == "backward":
+            float16 = k.tensor.dtype is torch.float16 or any(
+                t.dtype is torch.float16 for t in (o.tensor for o in self._module_outputs()))
+            self.held = _Held(record, saved, self._identity(), k.param, float16)
+            if self.optimizer_handle is None:
+                self.optimizer_handle = torch_optimizer.register_optimizer_step_post_hook(
+                    HookCallback(self._optimizer_stepped))
+            return
+        self.held = None  # (a gradient not applied yet: this one is where things went wrong)
+        self._record(record, saved, self._identity())
+
+    def _optimizer_stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """A torch optimizer stepped: the held gradient is applied. (The hook stays registered
+        until the next step begins: torch walks its global hooks while it calls them.)"""
+        held = self.held
+        if held is not None and not self.done:
+            with self.hook.failsafe("detect_non_finite"):
+                self.held = None
+                self._record(held.record, held.saved, held.at)
+
+    def _stop_watching_optimizers(self) -> None:
+        if self.optimizer_handle is not None:
+            self.optimizer_handle.remove()
+            self.optimizer_handle = None
+
+    def _settle_held(self, closing: bool) -> None:
+        """A new step begins (or the hook closes) and no torch optimizer applied the held
+        gradient: still non-finite, it is being accumulated (held on); else dropped if a loss
+        scaler skipped the update (float16 values in the step), recorded if not (the loop
+        updates the parameters itself)."""
+        held = self.held
+        g = held.param.grad if held.param is not None else None
+        if not closing and g is not None and not bool(torch.isfinite(g.detach()).all()):
+            return
+        self.held = None
+        self._stop_watching_optimizers()
+        if not held.float16:
+            self._record(held.record, held.saved, held.at)
+        else:
+            logger.info("smdebug-lite: the non-finite gradient %s of step %d was not applied "
+                        "(the optimizer step was skipped, as a loss scaler does when float16 "
+                        "gradients overflow): not recorded", held.record.tensor, held.record.step)
+
+    def _record(self, record: NonFiniteRecord, saved: list[tuple[str, np.ndarray]],
+                at: Identity) -> None:
+        """Write the record and the tensors of step `at` (if it is still the current step: a
+        gradient accumulated over steps is recorded without them), warn, and stand down."""
+        hook = self.hook
         self.done = True
         self._detach()
-        self._save_the_way(phase, kept, i)
+        if saved and self._identity() == at:
+            wall = time.time()
+            pending = hook.scalar_pending_step()
+            for name, value in saved:
+                if hook.plan(name) is None:  # (else the schedule saves it in this step already)
+                    pending.add_tensor(name, value, wall)
         written = False if hook.dry_run else write_non_finite_record(hook.storage, record)
         where_to = f"{hook.out_dir.rstrip('/')}/{non_finite_file_name(record.worker)}"
         logger.warning("smdebug-lite: first non-finite value at %s; %s", record.describe(),
                        f"recorded in {where_to}" if written else
                        "not recorded (dry_run, or this worker has a record already)")
 
-    def _save_the_way(self, phase: str, kept: list[_Kept], i: int) -> None:
-        """Save the step for the modules on the way: the module outputs up to the offender
-        (all of them past the forward pass), the offender's inputs and its module's
+    def _the_way(self, phase: str, kept: list[_Kept], i: int) -> list[tuple[str, np.ndarray]]:
+        """Host copies of the step for the modules on the way: the module outputs up to the
+        offender (all of them past the forward pass), the offender's inputs and its module's
         parameters, the gradients up to it."""
         hook = self.hook
         if hook.dry_run or not hook.writes:
-            return
+            return []
         chosen: dict[str, torch.Tensor] = {}
         if phase != "weights":
             outputs = kept[:i + 1] if phase == "forward" else self._module_outputs()
@@ -456,8 +543,4 @@ class NonFiniteWatch:
                     chosen[f"{k.where.name}{INPUT_SUFFIX}{n}"] = t
         for tname, p in k.where.params:
             chosen[tname] = p
-        wall = time.time()
-        pending = hook.scalar_pending_step()
-        for name, t in chosen.items():
-            if hook.plan(name) is None:  # (else the schedule saves it in this step already)
-                pending.add_tensor(name, host_copy(t.detach()), wall)
+        return [(name, host_copy(t.detach())) for name, t in chosen.items()]
