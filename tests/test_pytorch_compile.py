@@ -136,3 +136,19 @@ def test_layer_outputs_break_the_graph_but_are_saved_right(tmp_path, compile_how
     assert sorted(data) == [("worker_0", 2), ("worker_0", 4)]
     for key in data:
         assert {"fc1_output_0", "relu_input_0", "MSELoss_output_0"} <= set(data[key].tensors)
+
+
+def test_a_class_compiled_before_registration_is_named_in_a_warning(tmp_path, caplog):
+    """Dynamo reuses a class's compiled forward for a new instance without checking its module
+    hooks: registering one then warns, naming the class and the way out."""
+    torch._dynamo.reset()
+    compiled = torch.compile(MLP(), backend=BACKEND)
+    compiled(torch.randn(4, 6))
+    with caplog.at_level("WARNING", logger="smdebug_lite"):
+        smd.Hook(str(tmp_path / "a"), save_config=smd.SaveConfig(save_interval=2)).register_module(MLP())
+    assert "compiled the forward of MLP" in caplog.text and "torch._dynamo.reset()" in caplog.text
+    caplog.clear()
+    torch._dynamo.reset()
+    with caplog.at_level("WARNING", logger="smdebug_lite"):
+        smd.Hook(str(tmp_path / "b"), save_config=smd.SaveConfig(save_interval=2)).register_module(MLP())
+    assert "compiled the forward" not in caplog.text

@@ -10,7 +10,9 @@ traces a frame; from the first one on, every hook that watches keeps its forward
 
 from __future__ import annotations
 
+import sys
 import weakref
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 from smdebug_lite.log.logger import get_logger
@@ -59,4 +61,26 @@ def unwatch(hook: KeepsForwardHooks) -> None:
     _watching.discard(hook)
 
 
-__all__ = ["unwatch", "watch"]
+def compiled_before(classes: Iterable[type]) -> list[str]:
+    """The names of `classes` whose ``forward`` dynamo has compiled code for already in this
+    process. Dynamo reuses that code for a new instance without checking its module hooks, so
+    a model of such a class registered now may have its inputs and outputs go unsaved. Empty
+    when dynamo was never imported, or when this torch cannot say (a private API)."""
+    if "torch._dynamo" not in sys.modules:
+        return []
+    try:
+        from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+    except Exception:
+        return []
+    found = []
+    for cls in dict.fromkeys(classes):
+        code = getattr(getattr(cls, "forward", None), "__code__", None)
+        try:
+            if code is not None and _debug_get_cache_entry_list(code):
+                found.append(cls.__qualname__)
+        except Exception:
+            return []
+    return found
+
+
+__all__ = ["compiled_before", "unwatch", "watch"]

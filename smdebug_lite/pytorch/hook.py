@@ -41,7 +41,7 @@ from smdebug_lite.hooks.arguments import check_start_step, hook_constructor
 from smdebug_lite.hooks.core import SCALAR_PREFIX, HookCore
 from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
-from smdebug_lite.pytorch import sharded, workers
+from smdebug_lite.pytorch import compile_watch, sharded, workers
 from smdebug_lite.pytorch.capture import StepBuffer, host_copy
 from smdebug_lite.pytorch.collection import Collection, as_pytorch_collection
 from smdebug_lite.pytorch.non_finite_watch import NonFiniteWatch
@@ -173,6 +173,13 @@ class Hook(SmdebugMethods, HookCore):
             if any(sharded.is_dtensor(p) for _, p in params):
                 self.capture.collective = True  # (its reductions and gathers are collectives)
             modules = [(root_name, module) if n == "" else (n, m) for n, m in inner.named_modules()]
+            compiled = compile_watch.compiled_before(type(m) for _, m in inner.named_modules())
+            if compiled:
+                logger.warning(
+                    "register_module: torch.compile compiled the forward of %s earlier in this "
+                    "process, and dynamo reuses that code without checking module hooks: module "
+                    "inputs and outputs may go unsaved. Call torch._dynamo.reset() before "
+                    "registering (docs/pytorch.md, torch.compile).", ", ".join(compiled))
             root = Root(module, inner, root_name, params, modules)
             step_callback = None
             if auto_step and not self._explicit_steps:
