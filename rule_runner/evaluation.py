@@ -152,7 +152,9 @@ class _RulesLoggerLevel:
             if self.users > 1:
                 return self.shown_from
             shown_from = self.shown_from = logger.getEffectiveLevel()
-            # Its children (the invoker's) keep the level they had.
+            # Its children (the invoker's, made now if its module is not imported yet) keep
+            # the level they had.
+            logging.getLogger(f"{_RULES_LOGGER}.invoker")
             self.pinned = [lg for n, lg in logging.Logger.manager.loggerDict.items()
                            if n.startswith(_RULES_LOGGER + ".") and isinstance(lg, logging.Logger)
                            and lg.level == logging.NOTSET]
