@@ -721,7 +721,7 @@ class HookCore:
                 if self.chief:  # one writer: the index is compacted (SMDEBUG_COMPACT=0: not)
                     from smdebug_lite.writer.compaction import compact_at_close
 
-                    compact_at_close(self.out_dir)
+                    compact_at_close(self.storage)
             self.side_outputs.close()
         finally:
             self.trial_output.release()

@@ -93,11 +93,12 @@ class CompactionResult:
                 f"{self.seconds:.2f}s{note}")
 
 
-def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
+def compact_trial(uri: str | Storage, *, inline: bool = True, min_files: int = 0,
                   chunk_steps: int = mf.CHUNK_STEPS, whole_chunks: bool = False,
                   trusted: mf.Manifest | None = None,
                   recheck_current: bool = True) -> CompactionResult:
-    """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix).
+    """Write or extend the manifest of the trial at `uri` (a directory or s3://bucket/prefix,
+    or the `Storage` a writer holds open on it).
 
     `inline`: read the event records of one-element tensors and saved reductions, and of
     small raw tensors (values of at most `SMDEBUG_MANIFEST_VALUE_BYTES` bytes, default 1024;
@@ -113,7 +114,7 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
     if chunk_steps < 1:
         raise ValueError(f"chunk_steps={chunk_steps!r}: expected a positive integer")
     started = time.monotonic()
-    storage = open_storage(uri)
+    storage = uri if isinstance(uri, Storage) else open_storage(uri)
     requests_before = getattr(storage, "requests", None)
     result = CompactionResult(storage.uri())
     existing = _existing(storage, result, trusted, read_chunks=recheck_current)
@@ -122,7 +123,7 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
             if k.startswith(INDEX_DIR + "/") and parse_index_file_name(k) is not None]
     if keys and existing and not recheck_current and \
             not _chunks_sound(storage, existing, result, trusted):  # to be extended: checked
-        return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
+        return _rebuild(storage, inline, chunk_steps, whole_chunks, started, result)
     last_of_worker = dict(existing.last_step_of_worker) if existing else {}
     for k in keys:
         step, worker = parse_index_file_name(k)  # type: ignore[misc]
@@ -132,7 +133,7 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
         early = parse_index_file_name(keys[0])[0]  # type: ignore[index]
         if early <= existing.last_step:
             result.note = f"replaced a stale manifest: {keys[0]} is newer than it"
-            return _rebuild(uri, inline, chunk_steps, whole_chunks, started, result)
+            return _rebuild(storage, inline, chunk_steps, whole_chunks, started, result)
     expected = _writing_workers(storage)
     cut = min(last_of_worker.values()) if len(last_of_worker) >= max(1, expected) else -1
     if whole_chunks:
@@ -171,7 +172,7 @@ def compact_trial(uri: str, *, inline: bool = True, min_files: int = 0,
     return result
 
 
-def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | None:
+def compact_at_close(out_dir: str | Storage, chief: bool = True) -> CompactionResult | None:
     """The hook's call at close: compacts unless `SMDEBUG_COMPACT=0`, the caller is not the
     chief worker, or the trial has fewer than `SMDEBUG_COMPACT_MIN_FILES` (default 100) index
     files. Never raises: a failure is logged and the trial stays readable without a manifest."""
@@ -185,7 +186,8 @@ def compact_at_close(out_dir: str, chief: bool = True) -> CompactionResult | Non
             logger.info("Compacted the index: %s", result)
         return result
     except Exception as e:  # the trial is complete without a manifest
-        logger.warning("Could not compact the index of %s: %s: %s", out_dir, type(e).__name__, e)
+        where = out_dir.uri() if isinstance(out_dir, Storage) else out_dir
+        logger.warning("Could not compact the index of %s: %s: %s", where, type(e).__name__, e)
         return None
 
 
@@ -240,11 +242,10 @@ def _invalid(storage: Storage, result: CompactionResult, e: mf.ManifestInvalid) 
     result.note = f"replaced an invalid manifest: {e.reason}"
 
 
-def _rebuild(uri: str, inline: bool, chunk_steps: int, whole_chunks: bool, started: float,
-             result: CompactionResult) -> CompactionResult:
-    storage = open_storage(uri)
+def _rebuild(storage: Storage, inline: bool, chunk_steps: int, whole_chunks: bool,
+             started: float, result: CompactionResult) -> CompactionResult:
     storage.delete(mf.HEAD_KEY)
-    fresh = compact_trial(uri, inline=inline, chunk_steps=chunk_steps, whole_chunks=whole_chunks)
+    fresh = compact_trial(storage, inline=inline, chunk_steps=chunk_steps, whole_chunks=whole_chunks)
     fresh.note = result.note
     fresh.seconds = time.monotonic() - started
     return fresh

@@ -244,7 +244,7 @@ def compact_once(argv: list[str]) -> int:
                 raw = b""
             if hashlib.sha256(raw).hexdigest() == trusted_sha:
                 trusted = mf.decode_head(raw)
-        result = compact_trial(out_dir, min_files=int(min_files), chunk_steps=int(chunk_steps),
+        result = compact_trial(storage, min_files=int(min_files), chunk_steps=int(chunk_steps),
                                whole_chunks=extent == "whole", trusted=trusted)
         answer: dict = {k: getattr(result, k) for k in _RESULT_FIELDS}
         answer["head_sha256"] = "" if result.manifest is None else hashlib.sha256(
