@@ -124,6 +124,8 @@ PRIVATE_ACCESS_BY_DESIGN: dict[str, str] = {
         "torch's DataParallel replica hook, kept working through the step-call wrapper",
     "smdebug_lite/tensorflow/keras_hook.py: model._flatten_layers":
         "Keras' walk over nested layers (Model.layers lists only the top level)",
+    "smdebug_lite/tensorflow/non_finite_watch.py: model._flatten_layers":
+        "Keras' walk over nested layers (Model.layers lists only the top level)",
     "smdebug_lite/tensorflow/keras2.py: optimizer._hyper":
         "a Keras 2 legacy optimizer's hyperparameter variables, which smdebug saved as its"
         " optimizer variables: no public list of them",

@@ -9,6 +9,11 @@ records the wanted tensors (gradients at the optimizer, layer inputs/outputs at 
 ``<kind>_function`` is a dispatcher that runs the instrumented function on steps that save such
 tensors and Keras' own function, untouched, on every other step, so non-saving steps cost
 nothing more than a call.
+
+With ``detect_non_finite`` the hook also builds a *checked* variant, run on every step the
+instrumented one does not run: it captures nothing to save, but its trace (and the instrumented
+one's) reduces the step's weights, layer outputs, loss and gradients into one vector for the
+host to check (``non_finite_watch.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 
 import tensorflow as tf
 
+from smdebug_lite.tensorflow.non_finite_watch import CHECK_KEY
+
 KINDS = ("train", "test", "predict")
 
 
@@ -35,8 +42,13 @@ class CaptureSession:
     wants: Callable[[str], bool]  # could the tensor `name` be saved at all?
     on_layer_call: Callable[..., None]  # (layer, is_root, args, kwargs, outputs)
     on_step_data: Callable[..., None]  # (capture, kind, data): model inputs and labels
-    on_failure: Callable[[str, BaseException], None]  # the instrumented step failed to build
+    on_failure: Callable[[str, BaseException, bool], None]  # (kind, error, captures): a step
+    # function failed to build
     trace_kind: str | None = None  # the kind whose instrumented function is being traced
+    trace_captures: bool = True  # whether that trace captures tensors to save (else checks only)
+    # `detect_non_finite`: a new GraphCheck for a step traced in the given graph, else None
+    new_check: Callable[[Any], Any] | None = None
+    check: Any = None  # the check vector of the step that ran
     captured: dict[str, Any] = field(default_factory=dict)  # tensors of the step that ran
     step_outputs: Any = None  # what the step function returned (the batch logs)
     # A distribution strategy traces each replica's step in a thread of its own, switching
@@ -61,9 +73,11 @@ class Capture:
         self.kind = kind
         self.graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         self.tensors: dict[str, tf.Tensor] = {}
+        self.captures = session.trace_captures
+        self.check = None if session.new_check is None else session.new_check(self.graph)
 
     def add(self, name: str, value: Any) -> None:
-        if name in self.tensors or not self.session.wants(name):
+        if not self.captures or name in self.tensors or not self.session.wants(name):
             return
         if isinstance(value, tf.IndexedSlices):
             value = tf.convert_to_tensor(value)
@@ -87,6 +101,10 @@ class StepFunctions:
     use_runner: bool = False  # whether the current step runs the instrumented variant
     names: set[str] | None = None  # what the instrumented trace captured; None until traced
     failed: bool = False
+    checked: Any = None  # the checked variant (`detect_non_finite`), run instead of `plain`
+    use_checked: bool = False
+    checked_ran: bool = False  # it ran once: an error now is training's, not the trace's
+    checked_failed: bool = False
 
 
 def run_plain(session: CaptureSession, fns: StepFunctions, *args, **kwargs):
@@ -106,6 +124,8 @@ def build_dispatcher(session: CaptureSession, fns: StepFunctions):
     def dispatcher(*args, **kwargs):
         if fns.use_runner and fns.runner is not None:
             return fns.runner(*args, **kwargs)
+        if fns.use_checked and fns.checked is not None:
+            return fns.checked(*args, **kwargs)
         return run_plain(session, fns, *args, **kwargs)
 
     dispatcher._smd_runner = True  # type: ignore[attr-defined]
@@ -162,11 +182,25 @@ def install_step_dispatcher(model, kind: str, session: CaptureSession) -> None:
         cap = Capture(session, kind)
         previous, session.active = session.active, cap
         try:
-            outputs = original(data)
+            if cap.check is None:
+                outputs = original(data)
+            else:
+                cap.check.start(model)
+                with cap.check.watching_loss(model):
+                    outputs = original(data)
         finally:
             session.active = previous
-        session.on_step_data(cap, kind, data)
-        return outputs, dict(cap.tensors)
+        if cap.captures:
+            session.on_step_data(cap, kind, data)
+        tensors = dict(cap.tensors)
+        if cap.check is not None:
+            vector = cap.check.vector(outputs)
+            if (not cap.captures and isinstance(outputs, dict)
+                    and tf.distribute.get_strategy().num_replicas_in_sync == 1):
+                # One flat dict: a step function returns it in a third of a nested pair's time
+                return {**outputs, CHECK_KEY: vector}
+            tensors[CHECK_KEY] = vector
+        return outputs, tensors
 
     object.__setattr__(model, f"_smd_original_{attr}", (original, had_own))
     object.__setattr__(model, attr, step)
@@ -208,9 +242,10 @@ def first_replica_captures(trainer_module: str) -> Iterator[None]:
 
 
 def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions,
-                 trainer_module: str):
-    """Compile the instrumented ``<kind>_function`` and wrap it so that it hands the captured
-    tensors to the hook and returns exactly what Keras' own function returns."""
+                 trainer_module: str, captures: bool = True):
+    """Compile the instrumented ``<kind>_function`` (`captures`) or its checked variant and wrap
+    it so that it hands the captured tensors and the check vector to the hook and returns
+    exactly what Keras' own function returns."""
     attr = f"{kind}_function"
     make = getattr(model, f"make_{kind}_function")
     installed = getattr(model, attr)
@@ -221,20 +256,31 @@ def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions,
         setattr(model, attr, installed)
 
     def runner(*args, **kwargs):
-        session.trace_kind = kind
+        session.trace_kind, session.trace_captures = kind, captures
         try:
             with first_replica_captures(trainer_module):
                 result = instrumented(*args, **kwargs)
         except Exception as error:
-            if fns.names is not None:
+            if fns.names is not None if captures else fns.checked_ran:
                 raise  # it worked before: a real training error, not ours
-            fns.failed = True
-            session.on_failure(kind, error)
+            if captures:
+                fns.failed = True
+            else:
+                fns.checked_failed = True
+            session.on_failure(kind, error, captures)
             return run_plain(session, fns, *args, **kwargs)
         finally:
-            session.trace_kind = None
-        outputs, captured = result
-        fns.names = set(captured)
+            session.trace_kind, session.trace_captures = None, True
+        if isinstance(result, dict) and CHECK_KEY in result:  # (checks only, in one dict)
+            outputs, captured = dict(result), {}
+            session.check = outputs.pop(CHECK_KEY)
+        else:
+            outputs, captured = result
+            session.check = captured.pop(CHECK_KEY, None)
+        if captures:
+            fns.names = set(captured)
+        else:
+            fns.checked_ran = True
         session.captured.update(captured)
         session.step_outputs = outputs
         return outputs

@@ -4,7 +4,8 @@ Steps are Keras batches (``on_<train|test|predict>_batch_begin``), in TRAIN, EVA
 validation during fit) or PREDICT mode. Weights, biases and optimizer variables are read before
 the step runs (the values the step's forward pass and gradients used, as in the PyTorch hook);
 gradients and layer tensors come from an instrumented step function (see ``capture.py``);
-losses and metrics from the batch logs. Custom training loops use ``wrap_tape`` /
+losses and metrics from the batch logs. With ``detect_non_finite`` every step of those loops is
+checked inside its graph (``non_finite_watch.py``). Custom training loops use ``wrap_tape`` /
 ``save_gradients`` / ``wrap_optimizer`` / ``register_model`` in eager mode.
 """
 
@@ -40,6 +41,7 @@ from smdebug_lite.tensorflow.naming import (
     structure_names,
     variable_name,
 )
+from smdebug_lite.tensorflow.non_finite_watch import NonFiniteWatch, skips_overflows
 from smdebug_lite.tensorflow.reductions import tf_reductions
 from smdebug_lite.tensorflow.tape import TapeCallbacks, hook_tape
 
@@ -89,6 +91,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     framework = "tensorflow"
     keep_tf_suffix = True
     adapter_collections = _ROLE_ONLY | _CAPTURED_ROLES | _OUTSIDE_ROLES
+    detects_non_finite = True  # in fit/evaluate/predict steps (docs/live.md)
 
     @hook_constructor()
     def __init__(self, shared: dict[str, Any]) -> None:
@@ -98,9 +101,11 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         self._layer_of: dict[str, str] = {}
         self._layer_patterns: tuple[list[str], list[re.Pattern[str]]] = ([], [])
         self._written: set[str] = set()
+        self._watch = NonFiniteWatch(self) if self.arguments.detect_non_finite else None
         self._session = cap.CaptureSession(
             wants=self._wants, on_layer_call=self._on_layer_call, on_step_data=self._capture_data,
-            on_failure=self._instrumentation_failed)
+            on_failure=self._instrumentation_failed,
+            new_check=None if self._watch is None else self._watch.new_check)
         self._open_batch: int | None = None  # Keras' batch index of the step in progress
         self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
         self._loops: list[str] = []  # Keras loops in progress: ["train", "test"] in validation
@@ -253,6 +258,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         self._written.clear()
         self._session.captured = {}
         self._session.step_outputs = None
+        self._session.check = None
 
     def _write_tf(self, name: str, value: Any) -> None:
         """Save a TF tensor or variable under `name` if this step wants it (once per step)."""
@@ -367,11 +373,14 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         with self.failsafe("layer call"):
             inputs = args[0] if args else kwargs.get("inputs")
             ins, outs = cap.tensors_of(inputs), cap.tensors_of(outputs)
+            check = None if self._session.active is None else self._session.active.check
             if is_root:
                 for n, t in zip(structure_names("predictions", outputs, len(outs)), outs,
                                 strict=True):
                     self._set_role(n, K.OUTPUTS)
                     self._record(n, t)
+                    if check is not None:
+                        check.add("forward", "", n, t)
                 if self._session.active is None:  # an eager call of a registered model
                     for n, t in zip(structure_names("inputs", inputs, len(ins)), ins,
                                     strict=True):
@@ -384,6 +393,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                     self._set_role(n, K.LAYERS)
                     self._layer_of[n] = layer.name
                     self._record(n, t)
+                    if check is not None and kind == "output":
+                        check.add("forward", layer.name, n, t)
 
     def _on_apply_gradients(self, optimizer, grads, variables) -> None:
         if self._session.active is None and not self._capturing_eagerly():
@@ -391,12 +402,17 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         with self.failsafe("optimizer.apply"):
             grads, variables = list(grads), list(variables or [])
             flavor = flavor_of(optimizer)
+            active = self._session.active
+            check = None if active is None or skips_overflows(optimizer) else active.check
             for g, v in zip(grads, variables, strict=False):
                 if g is None:
                     continue
                 name = gradient_name(v)
                 self._set_role(name, K.GRADIENTS)
-                self._record(name, flavor.unscaled_gradient(optimizer, g))
+                if active is None or active.captures:
+                    self._record(name, flavor.unscaled_gradient(optimizer, g))
+                if check is not None:
+                    check.gradient(v, g, name)
             if self._session.active is None:  # a custom loop: the optimizer's own variables too
                 self._save_optimizer_variables(optimizer)
 
@@ -413,7 +429,12 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                     self._set_role(n, role)
                     capture.add(n, t)
 
-    def _instrumentation_failed(self, kind: str, error: BaseException) -> None:
+    def _instrumentation_failed(self, kind: str, error: BaseException, captures: bool) -> None:
+        if not captures:
+            logger.error("smdebug-lite could not build the checked Keras %s step (%s: %s); "
+                         "detect_non_finite does not check this mode", kind,
+                         type(error).__name__, error)
+            return
         logger.error(
             "smdebug-lite could not build the instrumented Keras %s step (%s: %s); gradients and "
             "layer tensors will not be saved in this mode, everything else still is",
@@ -435,7 +456,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         for v in model.weights:
             name = variable_name(v)
             self._set_role(name, self._variable_role(name))
-        if self._may_capture():
+        if self._may_capture() or self._watch is not None:
             self._patch_model(model)
             for k in cap.KINDS:
                 cap.install_step_dispatcher(model, k, self._session)
@@ -451,6 +472,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
 
     def _exit_keras(self, kind: str) -> None:
         self._finish_step()
+        if kind == "train" and self._watch is not None:
+            self._watch.check_variables(self._attached)  # (after the loop's last update)
         if self._loops:
             self._loops.pop()
         if not self._loops:
@@ -486,6 +509,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         if current is not fns.dispatcher:
             if current is not fns.plain:
                 fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
+                fns.checked, fns.checked_ran, fns.checked_failed = None, False, False
             fns.dispatcher = cap.build_dispatcher(self._session, fns)
             setattr(model, attr, fns.dispatcher)
         return fns
@@ -498,11 +522,18 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         fns = self._install_function(model, kind)
         if fns is None:
             return
-        fns.use_runner = (f"_smd_original_{kind}_step" in model.__dict__
-                          and self.saving_this_step and self._step_needs_capture(fns))
+        instrumented = f"_smd_original_{kind}_step" in model.__dict__
+        fns.use_runner = (instrumented and self.saving_this_step
+                          and self._step_needs_capture(fns))
+        watch = self._watch
+        fns.use_checked = (instrumented and not fns.use_runner and watch is not None
+                           and not watch.done and not fns.checked_failed)
         if fns.use_runner and fns.runner is None:
             fns.runner = cap.build_runner(model, kind, self._session, fns,
                                           flavor_of(model).trainer_module)
+        if fns.use_checked and fns.checked is None:
+            fns.checked = cap.build_runner(model, kind, self._session, fns,
+                                           flavor_of(model).trainer_module, captures=False)
 
     # -- Keras callback interface -------------------------------------------------------------------
     #
@@ -533,6 +564,9 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         session = self._session
         captured, session.captured = session.captured, {}
         outputs, session.step_outputs = session.step_outputs, None
+        check, session.check = session.check, None
+        if self._watch is not None and not self.disabled:
+            self._watch.step_checked(check, (self.step, self.mode.name, self.mode_step))
         if self.saving_this_step and not self.disabled:
             for name, tensor in captured.items():
                 self._write_tf(name, tensor)
