@@ -4,7 +4,9 @@ Keras, and its data: the Keras 2 and Keras 3 hook tests check saved values again
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
+from lazy_module import lazy
+
+tf = lazy("tensorflow")
 
 
 def data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

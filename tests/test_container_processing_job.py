@@ -13,12 +13,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from lazy_module import lazy, require_module
 from rule_runner_job import ROOT, OptMlJob, private_opt_ml_problem, with_private_opt_ml
 
 pytestmark = pytest.mark.container
 
-shapes = pytest.importorskip("sagemaker.core.shapes")
-serialize = pytest.importorskip("sagemaker.core.utils.utils").serialize
+require_module("sagemaker")
+shapes = lazy("sagemaker.core.shapes")
+sdk_utils = lazy("sagemaker.core.utils.utils")
 
 TRIAL_SRC = ROOT / "tests" / "data" / "golden" / "pt_basic"  # steps 0..24, gradients every step
 IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/smdebug-lite-rule-evaluator:1.0"
@@ -53,8 +55,8 @@ def processing_request(name: str, trial_uri: str, trial_path: str, input_name: s
                                             s3_upload_mode="EndOfJob"))])
     return {
         "ProcessingJobName": name,
-        "ProcessingInputs": [serialize(trial_input)],
-        "ProcessingOutputConfig": serialize(outputs),
+        "ProcessingInputs": [sdk_utils.serialize(trial_input)],
+        "ProcessingOutputConfig": sdk_utils.serialize(outputs),
         "ProcessingResources": {"ClusterConfig": {"InstanceCount": 1,
                                                   "InstanceType": "ml.m5.large",
                                                   "VolumeSizeInGB": 10}},

@@ -11,25 +11,20 @@ import numpy as np
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-pytest.importorskip("transformers")
-pytest.importorskip("accelerate")
 
 import torch  # noqa: E402
 from _pytorch_support import read_with_our_trial, read_with_smdebug, ref_available  # noqa: E402
-from transformers import (  # noqa: E402
-    BertConfig,
-    BertForSequenceClassification,
-    Trainer,
-    TrainerCallback,
-    TrainingArguments,
-)
+from lazy_module import lazy, require_module  # noqa: E402
 
 import smdebug_lite as smd  # noqa: E402
 import smdebug_lite.pytorch as smd_torch  # noqa: E402
-from smdebug_lite.huggingface import DebuggerCallback  # noqa: E402
 from smdebug_lite.rules import invoke_rule  # noqa: E402
 from smdebug_lite.rules.builtin import get_builtin_rule  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
+
+require_module("transformers", "accelerate")  # the Trainer needs accelerate
+transformers = lazy("transformers")
+smd_hf = lazy("smdebug_lite.huggingface")
 
 torch.set_num_threads(1)
 TRAIN, EVAL, PREDICT = smd.modes.TRAIN, smd.modes.EVAL, smd.modes.PREDICT
@@ -50,34 +45,38 @@ class Tokens(torch.utils.data.Dataset):
         return {"input_ids": self.x[i], "labels": self.y[i]}
 
 
-class Recorder(TrainerCallback):
-    """The classifier's weights as each optimizer step begins, and its gradient before the
-    update (no clipping in these runs)."""
+def _recorder():
+    """A callback recording the classifier's weights as each optimizer step begins, and its
+    gradient before the update (no clipping in these runs); built here because its base class
+    comes from transformers, imported on first use."""
 
-    def __init__(self) -> None:
-        self.weights: list[np.ndarray] = []
-        self.grads: list[np.ndarray] = []
+    class Recorder(transformers.TrainerCallback):
+        def __init__(self) -> None:
+            self.weights: list[np.ndarray] = []
+            self.grads: list[np.ndarray] = []
 
-    def on_step_begin(self, args, state, control, model=None, **kwargs):
-        self.weights.append(model.classifier.weight.detach().numpy().copy())
+        def on_step_begin(self, args, state, control, model=None, **kwargs):
+            self.weights.append(model.classifier.weight.detach().numpy().copy())
 
-    def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
-        self.grads.append(model.classifier.weight.grad.detach().numpy().copy())
+        def on_pre_optimizer_step(self, args, state, control, model=None, **kwargs):
+            self.grads.append(model.classifier.weight.grad.detach().numpy().copy())
+
+    return Recorder()
 
 
-def _model() -> BertForSequenceClassification:
+def _model() -> transformers.BertForSequenceClassification:
     torch.manual_seed(0)
-    return BertForSequenceClassification(BertConfig(
+    return transformers.BertForSequenceClassification(transformers.BertConfig(
         vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
         intermediate_size=32, max_position_embeddings=16, num_labels=2))
 
 
-def _args(tmp, **kwargs) -> TrainingArguments:
+def _args(tmp, **kwargs) -> transformers.TrainingArguments:
     base = dict(output_dir=str(tmp / "hf"), per_device_train_batch_size=4,
                 per_device_eval_batch_size=4, num_train_epochs=1, learning_rate=LR,
                 logging_steps=1, save_strategy="no", report_to=[], use_cpu=True,
                 disable_tqdm=True, max_grad_norm=0.0, seed=0)
-    return TrainingArguments(**{**base, **kwargs})
+    return transformers.TrainingArguments(**{**base, **kwargs})
 
 
 @pytest.fixture(autouse=True)
@@ -94,10 +93,10 @@ def run(tmp_path_factory):
     """train (evaluating at the epoch's end), evaluate again, predict; every 2nd step saved."""
     tmp = tmp_path_factory.mktemp("hf")
     out_dir = str(tmp / "trial")
-    cb = DebuggerCallback(out_dir, save_config=smd.SaveConfig(save_interval=2),
+    cb = smd_hf.DebuggerCallback(out_dir, save_config=smd.SaveConfig(save_interval=2),
                           include_collections=["weights", "gradients", "losses"])
-    recorder = Recorder()
-    trainer = Trainer(model=_model(), args=_args(tmp, eval_strategy="epoch"),
+    recorder = _recorder()
+    trainer = transformers.Trainer(model=_model(), args=_args(tmp, eval_strategy="epoch"),
                       train_dataset=Tokens(4 * STEPS, 0), eval_dataset=Tokens(4, 1),
                       callbacks=[cb, recorder])
     trainer.train()
@@ -180,8 +179,8 @@ def test_configured_from_the_debughookconfig_json(tmp_path, monkeypatch):
         "HookParameters": {"save_interval": "1"},
         "CollectionConfigurations": [{"CollectionName": "gradients"}]}))
     monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(config))
-    cb = DebuggerCallback()  # no out_dir: from the JSON, as the hooks' get_hook does
-    Trainer(model=_model(), args=_args(tmp_path, max_steps=2, logging_steps=100),
+    cb = smd_hf.DebuggerCallback()  # no out_dir: from the JSON, as the hooks' get_hook does
+    transformers.Trainer(model=_model(), args=_args(tmp_path, max_steps=2, logging_steps=100),
             train_dataset=Tokens(8, 0), callbacks=[cb]).train()
     cb.close()
     trial = create_trial(str(tmp_path / "from_env"))

@@ -7,26 +7,25 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from keras_reference import check_fit_layout, data, reference
+from lazy_module import lazy, require_module
+from legacy_keras import run_legacy_script
+from refvenv import ref_python, run_ref
 
-tf = pytest.importorskip("tensorflow")
-K = pytest.importorskip("tf_keras")
+from smdebug_lite import modes
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from keras_reference import check_fit_layout, data, reference  # noqa: E402
-from refvenv import ref_python, run_ref  # noqa: E402
-
-from smdebug_lite import modes  # noqa: E402
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.tensorflow import KerasHook, SaveConfig, get_hook  # noqa: E402
-from smdebug_lite.tensorflow.flavor import flavor_of  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("tensorflow", "tf_keras")
+tf = lazy("tensorflow")
+K = lazy("tf_keras")
+smd_tf = lazy("smdebug_lite.tensorflow")
+tf_flavor = lazy("smdebug_lite.tensorflow.flavor")
 
 LR = 0.1
 BATCH = 4
@@ -49,13 +48,19 @@ def make_model(optimizer=None, seed: int = 0, run_eagerly: bool = False):
     return model
 
 
-class LogRecorder(K.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.train = []
+def _log_recorder():
+    """A callback keeping the logs Keras hands it; built here because its base class comes
+    from Keras, imported on first use."""
 
-    def on_train_batch_end(self, batch, logs=None):
-        self.train.append({k: float(v) for k, v in (logs or {}).items()})
+    class LogRecorder(K.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.train = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.train.append({k: float(v) for k, v in (logs or {}).items()})
+
+    return LogRecorder()
 
 
 @pytest.fixture(autouse=True)
@@ -66,11 +71,11 @@ def _no_current_hook():
 
 
 def test_flavor_follows_the_keras_that_made_the_object():
-    assert flavor_of(K.optimizers.Adam()).name == "keras2"
-    assert flavor_of(K.optimizers.legacy.SGD()).name == "keras2"
-    assert flavor_of(make_model()).name == "keras2"
+    assert tf_flavor.flavor_of(K.optimizers.Adam()).name == "keras2"
+    assert tf_flavor.flavor_of(K.optimizers.legacy.SGD()).name == "keras2"
+    assert tf_flavor.flavor_of(make_model()).name == "keras2"
     keras3 = pytest.importorskip("keras")
-    assert flavor_of(keras3.optimizers.Adam()).name == "keras3"
+    assert tf_flavor.flavor_of(keras3.optimizers.Adam()).name == "keras3"
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "legacy_sgd", "eager"])
@@ -81,10 +86,10 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog, optimiz
     x, y = data(12, 1)
     xv, yv = data(8, 2)
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "gradients", "layers", "outputs",
                                           "losses", "metrics"])
-    rec = LogRecorder()
+    rec = _log_recorder()
     history = model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
                         validation_data=(xv, yv), callbacks=[hook, rec])
     model.evaluate(xv, yv, batch_size=BATCH, verbose=0, callbacks=[hook])
@@ -151,7 +156,7 @@ def test_adam_optimizer_variables_and_the_first_step_of_a_lazy_optimizer(tmp_pat
     }
     for kind, opt in (("new", K.optimizers.Adam(0.01)), ("legacy", K.optimizers.legacy.Adam(0.01))):
         out = str(tmp_path / kind)
-        hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+        hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                          include_collections=["optimizer_variables", "losses", "biases"])
         x, y = data(12, 1)
         make_model(opt).fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
@@ -178,7 +183,7 @@ def test_mixed_precision_gradients_are_unscaled(tmp_path):
         assert "LossScaleOptimizer" in type(model.optimizer).__name__
         x, y = data(8, 1)
         out = str(tmp_path / "run")
-        hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+        hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                          include_collections=["weights", "biases", "gradients"])
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
         hook.close()
@@ -195,7 +200,7 @@ def test_gradient_tape_loop_and_wrapped_legacy_optimizer(tmp_path):
     model = make_model()
     opt = K.optimizers.legacy.SGD(LR)
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "gradients", "losses"])
     x, y = data(12, 1)
     losses = []
@@ -222,7 +227,7 @@ def test_gradient_tape_loop_and_wrapped_legacy_optimizer(tmp_path):
 
     # wrap_optimizer: a custom loop without a wrapped tape saves what apply_gradients gets.
     out2 = str(tmp_path / "wrapped")
-    hook = KerasHook(out2, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out2, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["gradients"])
     opt2 = hook.wrap_optimizer(K.optimizers.legacy.SGD(LR))
     hook.set_mode(modes.TRAIN)
@@ -238,7 +243,7 @@ def test_gradient_tape_loop_and_wrapped_legacy_optimizer(tmp_path):
     # A wrapped legacy optimizer in a tape loop: its variables as smdebug named them, read
     # before each update (it makes them at its first one).
     out3 = str(tmp_path / "optimizer_variables")
-    hook = KerasHook(out3, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out3, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["optimizer_variables"])
     opt3 = hook.wrap_optimizer(K.optimizers.legacy.Adam(0.01))
     for _ in range(3):
@@ -267,7 +272,7 @@ def test_functional_dict_model_with_embedding_lstm_and_subclassing(tmp_path):
     xs = {"tok": rng.integers(0, 20, (16, 5)), "num": rng.random((16, 3), dtype=np.float32)}
     ys = {"a": rng.random((16, 1), dtype=np.float32), "b": rng.random((16, 2), dtype=np.float32)}
     out = str(tmp_path / "functional")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "gradients", "losses", "layers", "inputs",
                                           "outputs"])
     model.fit(xs, ys, batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
@@ -294,7 +299,7 @@ def test_functional_dict_model_with_embedding_lstm_and_subclassing(tmp_path):
     sub = Sub()
     sub.compile(optimizer=K.optimizers.SGD(LR), loss="mse")
     out = str(tmp_path / "subclassed")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "gradients", "layers"])
     xb = rng.random((8, 3), dtype=np.float32)
     sub.fit(xb, rng.random((8, 1), dtype=np.float32), batch_size=4, epochs=1, verbose=0,
@@ -311,7 +316,7 @@ def test_json_config_builds_a_hook_for_a_keras2_model(tmp_path):
                                            {"CollectionName": "losses"}]}
     path = tmp_path / "hook.json"
     path.write_text(json.dumps(config))
-    hook = get_hook("keras", json_config_path=str(path), create_if_not_exists=True)
+    hook = smd_tf.get_hook("keras", json_config_path=str(path), create_if_not_exists=True)
     x, y = data(24, 3)
     make_model().fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
@@ -350,24 +355,9 @@ LEGACY_SCRIPT = textwrap.dedent("""
     hook.close()
 """)
 
-MIRRORED_SETUP = (
-    'cpu = tf.config.list_physical_devices("CPU")[0]\n'
-    "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)"
-)
-
-
 def _run_legacy(tmp_path: Path, mirrored: bool) -> str:
-    out = str(tmp_path / ("mirrored" if mirrored else "run"))
-    script = LEGACY_SCRIPT.format(
-        setup=MIRRORED_SETUP if mirrored else "",
-        strategy='tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])' if mirrored
-        else "tf.distribute.get_strategy()")
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "import _smdebug_lite_alias as a; a.install()\n"
-                           + script, out], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
+    return run_legacy_script(LEGACY_SCRIPT, str(tmp_path / ("mirrored" if mirrored else "run")),
+                             mirrored)
 
 
 @pytest.mark.slow
@@ -434,7 +424,7 @@ def test_smdebug_reads_what_the_keras2_hook_wrote(tmp_path):
 
 def test_should_save_tensor_or_collection_as_framework_integrations_ask(tmp_path):
     """smdebug's semi-internal step API that framework integrations call on a hook."""
-    hook = KerasHook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=3),
+    hook = smd_tf.KerasHook(str(tmp_path / "run"), save_config=smd_tf.SaveConfig(save_interval=3),
                      include_collections=["gradients", "custom"])
     hook.get_collection("custom").include("dense")
     assert not hook.should_save_tensor_or_collection("dense", "layers")  # not prepared yet

@@ -11,17 +11,18 @@ import sys
 
 import numpy as np
 import pytest
+from keras_reference import check_fit_layout, data, reference
+from lazy_module import lazy, loaded, require_module
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
+from smdebug_lite import modes
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from keras_reference import check_fit_layout, data, reference  # noqa: E402
-
-from smdebug_lite import modes  # noqa: E402
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.tensorflow import KerasHook, ReductionConfig, SaveConfig, get_hook  # noqa: E402
-from smdebug_lite.tensorflow import keras_hook as keras_hook_module  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("tensorflow", "keras")
+tf = lazy("tensorflow")
+keras = lazy("keras")
+smd_tf = lazy("smdebug_lite.tensorflow")
+keras_hook_module = lazy("smdebug_lite.tensorflow.keras_hook")
 
 LR = 0.1
 BATCH = 4
@@ -43,19 +44,25 @@ GRADS = ["gradients/net/hidden/kernelGrad", "gradients/net/hidden/biasGrad",
          "gradients/net/out/kernelGrad", "gradients/net/out/biasGrad"]
 
 
-class LogRecorder(keras.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.train, self.test, self.epochs = [], [], []
+def _log_recorder():
+    """A callback keeping the logs Keras hands it; built here because its base class comes
+    from Keras, imported on first use."""
 
-    def on_train_batch_end(self, batch, logs=None):
-        self.train.append(dict(logs))
+    class LogRecorder(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.train, self.test, self.epochs = [], [], []
 
-    def on_test_batch_end(self, batch, logs=None):
-        self.test.append(dict(logs))
+        def on_train_batch_end(self, batch, logs=None):
+            self.train.append(dict(logs))
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.epochs.append(dict(logs))
+        def on_test_batch_end(self, batch, logs=None):
+            self.test.append(dict(logs))
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.epochs.append(dict(logs))
+
+    return LogRecorder()
 
 
 @pytest.fixture(autouse=True)
@@ -70,9 +77,9 @@ def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog):
     x, y = data(12, 1)
     xv, yv = data(8, 2)
     model = make_model()
-    hook = KerasHook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "run"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "gradients", "layers", "outputs"])
-    rec = LogRecorder()
+    rec = _log_recorder()
     history = model.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
                         validation_data=(xv, yv), callbacks=[hook, rec])
     model.evaluate(xv, yv, batch_size=BATCH, verbose=0, callbacks=[hook])
@@ -144,8 +151,8 @@ def test_json_config_interval_reductions_and_custom_collection(tmp_path):
     }
     path = tmp_path / "hook.json"
     path.write_text(json.dumps(config))
-    hook = get_hook("keras", json_config_path=str(path), create_if_not_exists=True)
-    assert isinstance(hook, KerasHook) and get_hook() is hook
+    hook = smd_tf.get_hook("keras", json_config_path=str(path), create_if_not_exists=True)
+    assert isinstance(hook, smd_tf.KerasHook) and smd_tf.get_hook() is hook
     x, y = data(24, 3)
     model = make_model(1)
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
@@ -179,7 +186,7 @@ def test_gradient_tape_loop(tmp_path):
     x, y = data(12, 4)
     model = make_model(2)
     optimizer = keras.optimizers.SGD(LR)
-    hook = KerasHook(str(tmp_path / "tape"), save_config=SaveConfig(save_interval=2),
+    hook = smd_tf.KerasHook(str(tmp_path / "tape"), save_config=smd_tf.SaveConfig(save_interval=2),
                      include_collections=["weights", "biases", "gradients", "layers", "inputs"])
     hook.register_model(model)
     expected = {}
@@ -217,7 +224,7 @@ def test_save_gradients_from_a_compiled_step(tmp_path):
     x, y = data(8, 5)
     model = make_model(3)
     optimizer = keras.optimizers.SGD(LR)
-    hook = KerasHook(str(tmp_path / "fn"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "fn"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["gradients"])
 
     @tf.function
@@ -247,14 +254,14 @@ def test_save_gradients_from_a_compiled_step(tmp_path):
 def test_hook_failure_never_stops_training(tmp_path, caplog, monkeypatch):
     x, y = data(12, 6)
     model = make_model(4)
-    hook = KerasHook(str(tmp_path / "broken"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "broken"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["gradients", "layers"])
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
     # an internal error in the middle of the first saved step (its first tensor)
-    monkeypatch.setattr(keras_hook_module, "tf_reductions", broken)
+    monkeypatch.setattr(loaded(keras_hook_module), "tf_reductions", broken)
     with caplog.at_level(logging.ERROR):
         history = model.fit(x, y, batch_size=BATCH, epochs=2, verbose=0, callbacks=[hook])
     assert len(history.history["loss"]) == 2
@@ -269,9 +276,9 @@ def test_s3_out_dir(s3_bucket, s3_endpoint):
     out = f"s3://{s3_bucket}/jobs/keras"
     x, y = data(12, 10)
     model = make_model(8)
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=2),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=2),
                      include_collections=["weights", "gradients", "losses"])
-    rec = LogRecorder()
+    rec = _log_recorder()
     kernels = []
     begin = keras.callbacks.LambdaCallback(
         on_train_batch_begin=lambda batch, logs: kernels.append(model.layers[0].kernel.numpy()))
@@ -289,8 +296,8 @@ def test_s3_out_dir(s3_bucket, s3_endpoint):
 def test_default_configuration_saves_losses_and_metrics_only(tmp_path):
     x, y = data(8, 7)
     model = make_model(5, optimizer=keras.optimizers.Adam(0.01))
-    hook = KerasHook(str(tmp_path / "default"), save_config=SaveConfig(save_interval=1),
-                     reduction_config=ReductionConfig(reductions=["mean"], save_raw_tensor=True))
+    hook = smd_tf.KerasHook(str(tmp_path / "default"), save_config=smd_tf.SaveConfig(save_interval=1),
+                     reduction_config=smd_tf.ReductionConfig(reductions=["mean"], save_raw_tensor=True))
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     trial = create_trial(str(tmp_path / "default"))
@@ -311,7 +318,7 @@ def test_fit_that_raised_leaves_a_usable_hook(tmp_path):
     """Keras calls no *_end callback when fit raises; the next fit must start clean."""
     x, y = data(12, 8)
     model = make_model(6)
-    hook = KerasHook(str(tmp_path / "raised"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "raised"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["gradients"])
 
     class Explode(keras.callbacks.Callback):
@@ -335,7 +342,7 @@ def test_xla_compiled_step_and_steps_per_execution(tmp_path):
     x, y = data(16, 9)
     model = make_model(7)
     model.compile(keras.optimizers.SGD(LR), "mse", jit_compile=True)
-    hook = KerasHook(str(tmp_path / "xla"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "xla"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "gradients", "layers"])
     model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[hook])
     hook.close()
@@ -350,7 +357,7 @@ def test_xla_compiled_step_and_steps_per_execution(tmp_path):
 
     model = make_model(8)
     model.compile(keras.optimizers.SGD(LR), "mse", steps_per_execution=2)
-    hook = KerasHook(str(tmp_path / "spe"), save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(str(tmp_path / "spe"), save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["gradients"])
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
     hook.close()

@@ -8,23 +8,23 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
+from legacy_keras import run_legacy_script
 
-tf = pytest.importorskip("tensorflow")
+from smdebug_lite import modes
+from smdebug_lite.format.non_finite import NonFiniteRecord
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from smdebug_lite import modes  # noqa: E402
-from smdebug_lite.format.non_finite import NonFiniteRecord  # noqa: E402
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.tensorflow import KerasHook, SaveConfig  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
-from smdebug_lite.xgboost import Hook as XGBoostHook  # noqa: E402
+require_module("tensorflow")
+tf = lazy("tensorflow")
+smd_tf = lazy("smdebug_lite.tensorflow")
+smd_xgb = lazy("smdebug_lite.xgboost", skip=False)
 
 REPO = Path(__file__).resolve().parents[1]
 BATCH = 4
@@ -55,8 +55,8 @@ def _at_call(layer, call: int):
 
 
 def _layers(K):
-    class Boom(K.layers.Layer):
-        """Multiplies its input by inf at its `at`-th call."""
+    class Counted(K.layers.Layer):
+        """A layer that counts its calls in a variable, to go wrong at its `at`-th."""
 
         def __init__(self, at: int, **kwargs):
             super().__init__(**kwargs)
@@ -65,20 +65,15 @@ def _layers(K):
         def build(self, input_shape):
             self.calls = self.add_weight(name="calls", shape=(), initializer="zeros",
                                          trainable=False)
+
+    class Boom(Counted):
+        """Multiplies its input by inf at its `at`-th call."""
 
         def call(self, x):
             return x * tf.where(_at_call(self, self.at), np.inf, 1.0)
 
-    class NanGrad(K.layers.Layer):
+    class NanGrad(Counted):
         """Identity whose gradient is NaN at its `at`-th call."""
-
-        def __init__(self, at: int, **kwargs):
-            super().__init__(**kwargs)
-            self.at = at
-
-        def build(self, input_shape):
-            self.calls = self.add_weight(name="calls", shape=(), initializer="zeros",
-                                         trainable=False)
 
         def call(self, x):
             bad = _at_call(self, self.at)
@@ -107,7 +102,7 @@ def _model(K, boom_at: int | None = None, nan_grad_at: int | None = None, loss="
 
 
 def _fit(K, model, out: Path, callbacks=(), save_interval: int = 100, **hook_kwargs):
-    hook = KerasHook(str(out), save_config=SaveConfig(save_interval=save_interval),
+    hook = smd_tf.KerasHook(str(out), save_config=smd_tf.SaveConfig(save_interval=save_interval),
                      detect_non_finite=True, **hook_kwargs)
     x, y = _data()
     model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
@@ -226,13 +221,13 @@ def test_the_last_update_of_a_fit_is_checked_when_it_ends(tmp_path, K):
 def test_evaluate_and_predict_are_checked_in_their_modes(tmp_path, K):
     x, y = _data()
     out = tmp_path / "eval"
-    hook = KerasHook(str(out), detect_non_finite=True)
+    hook = smd_tf.KerasHook(str(out), detect_non_finite=True)
     _model(K, boom_at=2).evaluate(x, y, batch_size=8, verbose=0, callbacks=[hook])
     hook.close()
     assert _fields(_record(out)) == (1, "EVAL", 1, "worker_0", "forward", "boom",
                                      "boom/outputs", *_signs(x[8:16]))
     out = tmp_path / "predict"
-    hook = KerasHook(str(out), detect_non_finite=True)
+    hook = smd_tf.KerasHook(str(out), detect_non_finite=True)
     _model(K, boom_at=3).predict(x, batch_size=8, verbose=0, callbacks=[hook])
     hook.close()
     assert _fields(_record(out)) == (2, "PREDICT", 2, "worker_0", "forward", "boom",
@@ -245,7 +240,7 @@ def test_hook_from_debug_hook_config_json(tmp_path, K):
     config = tmp_path / "hook.json"
     config.write_text(json.dumps({"LocalPath": str(out), "HookParameters": {
         "detect_non_finite": "true", "save_interval": "100"}}))
-    hook = KerasHook.create_from_json_file(str(config))
+    hook = smd_tf.KerasHook.create_from_json_file(str(config))
     assert hook.arguments.detect_non_finite is True
     x, y = _data()
     _model(K, boom_at=4).fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False,
@@ -270,7 +265,7 @@ def test_a_dynamic_loss_scale_overflowing_on_purpose_is_not_recorded(tmp_path, K
         K.mixed_precision.set_global_policy("float32")
     x, y = _data()
     out = tmp_path / "run"
-    hook = KerasHook(str(out), detect_non_finite=True)
+    hook = smd_tf.KerasHook(str(out), detect_non_finite=True)
     model.fit(x * 100, y * 100, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
     scale = getattr(model.optimizer, "dynamic_scale", None)
@@ -280,7 +275,7 @@ def test_a_dynamic_loss_scale_overflowing_on_purpose_is_not_recorded(tmp_path, K
 
 def test_other_hooks_still_warn_that_they_ignore_it(tmp_path, caplog):
     caplog.set_level(logging.WARNING, logger="smdebug_lite")
-    XGBoostHook(str(tmp_path / "xgb"), detect_non_finite=True).close()
+    smd_xgb.Hook(str(tmp_path / "xgb"), detect_non_finite=True).close()
     assert any("xgboost hook does not check" in r.getMessage() for r in caplog.records)
 
 
@@ -313,11 +308,6 @@ LEGACY_SCRIPT = textwrap.dedent("""
 """)
 
 
-MIRRORED_SETUP = (
-    'cpu = tf.config.list_physical_devices("CPU")[0]\n'
-    "tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)"
-)
-
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mirrored", [False, True], ids=["default", "mirrored"])
@@ -325,16 +315,7 @@ def test_unchanged_tf_keras_script_under_legacy_keras(tmp_path, mirrored):
     """``TF_USE_LEGACY_KERAS=1``: ``tf.keras`` is Keras 2, as in an unchanged TF 2.x script;
     under a MirroredStrategy on two logical CPUs the first replica's half batch is checked."""
     pytest.importorskip("tf_keras")
-    out = str(tmp_path / "run")
-    script = LEGACY_SCRIPT.format(
-        setup=MIRRORED_SETUP if mirrored else "",
-        strategy='tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])' if mirrored
-        else "tf.distribute.get_strategy()")
-    env = {**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", "import _smdebug_lite_alias as a; a.install()\n"
-                           + script, out], env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = run_legacy_script(LEGACY_SCRIPT, str(tmp_path / "run"), mirrored)
     record = create_trial(out).first_non_finite()
     assert record is not None
     assert (record.step, record.mode, record.phase, record.module, record.tensor) == (

@@ -8,14 +8,16 @@ import json
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
 from refvenv import ref_python, run_ref
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.tensorflow import KerasHook, ReductionConfig, SaveConfig  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("tensorflow", "keras")
+tf = lazy("tensorflow")
+keras = lazy("keras")
+smd_tf = lazy("smdebug_lite.tensorflow")
 
 READER = r"""
 import json, sys, logging
@@ -49,8 +51,8 @@ def test_smdebug_1_0_34_reads_a_keras_run(tmp_path):
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 1)).astype("float32")
     out = tmp_path / "keras"
-    hook = KerasHook(str(out), save_config=SaveConfig(save_interval=2),
-                     reduction_config=ReductionConfig(norms=["l2"], save_raw_tensor=True),
+    hook = smd_tf.KerasHook(str(out), save_config=smd_tf.SaveConfig(save_interval=2),
+                     reduction_config=smd_tf.ReductionConfig(norms=["l2"], save_raw_tensor=True),
                      include_collections=["weights", "biases", "gradients", "layers",
                                           "optimizer_variables"])
     model.fit(x, y, batch_size=4, epochs=2, validation_data=(x[:8], y[:8]), verbose=0,

@@ -11,16 +11,17 @@ import textwrap
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
+from refvenv import ref_python, run_ref
 
-tf = pytest.importorskip("tensorflow")
+from smdebug_lite import modes
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from refvenv import ref_python, run_ref  # noqa: E402
-
-from smdebug_lite import modes  # noqa: E402
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.tensorflow import KerasHook, SaveConfig  # noqa: E402
-from smdebug_lite.tensorflow.keras_collection import Collection as TFCollection  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("tensorflow")
+tf = lazy("tensorflow")
+smd_tf = lazy("smdebug_lite.tensorflow")
+tf_keras_collection = lazy("smdebug_lite.tensorflow.keras_collection")
 
 
 @pytest.fixture(params=["keras2", "keras3"])
@@ -56,7 +57,7 @@ def test_json_save_all_given_as_a_number_saves_every_collection(tmp_path, K):
     config = tmp_path / "hook.json"
     config.write_text(json.dumps({"LocalPath": str(out),
                                   "HookParameters": {"save_all": 1.0, "save_interval": "1"}}))
-    hook = KerasHook.create_from_json_file(str(config))
+    hook = smd_tf.KerasHook.create_from_json_file(str(config))
     assert hook.save_all is True
     x, y = _data()
     _functional(K).fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
@@ -73,7 +74,7 @@ def test_labels_and_rank1_inputs_are_saved_as_n_by_1(tmp_path, K):
     arrays expanded to ``(N, 1)``; higher ranks unchanged."""
     x, y = _data()
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["inputs", "outputs"])
     _functional(K).fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     _functional(K).evaluate(x, y, batch_size=6, verbose=0, callbacks=[hook])
@@ -93,7 +94,7 @@ def test_labels_and_rank1_inputs_are_saved_as_n_by_1(tmp_path, K):
     model = K.Model(inp, K.layers.Dense(1, name="out")(inp))
     model.compile(K.optimizers.SGD(0.1), "mse")
     out = str(tmp_path / "rank1")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["inputs", "outputs"])
     model.fit(y, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     hook.close()
@@ -111,7 +112,7 @@ def test_smdebug_reads_the_n_by_1_labels(tmp_path):
     K = pytest.importorskip("tf_keras")
     x, y = _data()
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["inputs", "outputs"])
     _functional(K).fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     hook.close()
@@ -141,7 +142,7 @@ def test_a_dict_of_one_input_and_label_is_indexed(tmp_path, K):
     xs = {"image": rng.normal(size=(8, 4)).astype("float32")}
     ys = {"out": rng.normal(size=(8, 2)).astype("float32")}
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["inputs", "outputs"])
     model.fit(xs, ys, batch_size=4, epochs=1, verbose=0, shuffle=False, callbacks=[hook])
     hook.close()
@@ -171,7 +172,7 @@ def test_subclassed_model_weights_from_the_first_step_they_exist(tmp_path, K):
     model.compile(K.optimizers.SGD(0.1), "mse")
     x, y = _data()
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases"])
     model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False,
               validation_data=(x[:8], y[:8]), validation_batch_size=4, callbacks=[hook])
@@ -194,19 +195,19 @@ def test_get_collection_gives_the_tf_collection(tmp_path, K):
     """smdebug's TF collection methods on the hook's own collections, no conversion needed."""
     from smdebug_lite.compat.tensorflow.collection import Collection as CompatCollection
 
-    assert CompatCollection is TFCollection
+    assert CompatCollection is tf_keras_collection.Collection
     model = _functional(K, outputs=2)
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["custom", "weights"])
     custom = hook.get_collection("custom")
-    assert type(custom) is TFCollection
-    assert all(isinstance(c, TFCollection) for c in hook.get_collections().values())
-    assert isinstance(hook.get_collection("weights"), TFCollection)
+    assert type(custom) is tf_keras_collection.Collection
+    assert all(isinstance(c, tf_keras_collection.Collection) for c in hook.get_collections().values())
+    assert isinstance(hook.get_collection("weights"), tf_keras_collection.Collection)
     custom.add_keras_layer(model.get_layer("hidden"), inputs=True)
     custom.add_variable(model.get_layer("out").kernel)
     hook.collection_manager.add(hook.collection_manager.get("other", create_if_not_exists=True))
-    assert isinstance(hook.get_collections()["other"], TFCollection)
+    assert isinstance(hook.get_collections()["other"], tf_keras_collection.Collection)
     x = np.random.default_rng(0).normal(size=(8, 4)).astype("float32")
     model.fit(x, x[:, :2], batch_size=4, epochs=1, verbose=0, callbacks=[hook])
     hook.close()
@@ -217,8 +218,8 @@ def test_get_collection_gives_the_tf_collection(tmp_path, K):
     config = tmp_path / "hook.json"
     config.write_text(json.dumps({"LocalPath": str(tmp_path / "json"),
                                   "CollectionConfigurations": [{"CollectionName": "mine"}]}))
-    hook = KerasHook.create_from_json_file(str(config))
-    assert isinstance(hook.get_collection("mine"), TFCollection)
+    hook = smd_tf.KerasHook.create_from_json_file(str(config))
+    assert isinstance(hook.get_collection("mine"), tf_keras_collection.Collection)
     hook.get_collection("mine").add_keras_layer("hidden")
     hook.close()
 
@@ -230,7 +231,7 @@ def test_optimizer_variables_are_its_iteration_and_rate_under_a_tape(tmp_path, K
     (as smdebug's gradient-tape example passes them) also holds Keras 3's Dropout seed state,
     which is no weight."""
     out = str(tmp_path / "run")
-    hook = KerasHook(out, save_config=SaveConfig(save_interval=1),
+    hook = smd_tf.KerasHook(out, save_config=smd_tf.SaveConfig(save_interval=1),
                      include_collections=["weights", "biases", "optimizer_variables"])
     K.utils.set_random_seed(0)
     model = K.Sequential([K.Input((4,)), K.layers.Dense(3, activation="relu", name="hidden"),

@@ -10,8 +10,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lazy_module import require_module
 
-pytest.importorskip("tensorflow")
+require_module("tensorflow")
 
 from hook_config_files import write_hook_config  # noqa: E402
 

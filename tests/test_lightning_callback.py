@@ -3,78 +3,89 @@ and predict of a tiny LightningModule, checked tensor by tensor against what the
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
 import numpy as np
 import pytest
+import torch
+import torch.nn.functional as F
+from _pytorch_support import read_with_our_trial, read_with_smdebug, ref_available
+from lazy_module import lazy, require_module
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-pytest.importorskip("lightning")
+import smdebug_lite as smd
+import smdebug_lite.pytorch as smd_torch
+from smdebug_lite.exceptions import SMDebugTypeError
+from smdebug_lite.rules import invoke_rule
+from smdebug_lite.rules.builtin import get_builtin_rule
+from smdebug_lite.trials import create_trial
 
-import lightning.pytorch as L  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from _pytorch_support import read_with_our_trial, read_with_smdebug, ref_available  # noqa: E402
-from torch import nn  # noqa: E402
-from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
-
-import smdebug_lite as smd  # noqa: E402
-import smdebug_lite.pytorch as smd_torch  # noqa: E402
-from smdebug_lite.exceptions import SMDebugTypeError  # noqa: E402
-from smdebug_lite.lightning import DebuggerCallback  # noqa: E402
-from smdebug_lite.rules import invoke_rule  # noqa: E402
-from smdebug_lite.rules.builtin import get_builtin_rule  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("lightning")
+L = lazy("lightning.pytorch")
+smd_lightning = lazy("smdebug_lite.lightning")
 
 torch.set_num_threads(1)
 TRAIN, EVAL, PREDICT = smd.modes.TRAIN, smd.modes.EVAL, smd.modes.PREDICT
 BATCH, TRAIN_BATCHES, VAL_BATCHES, TEST_BATCHES, EPOCHS = 8, 6, 3, 4, 2
 
 
-class TinyLit(L.LightningModule):
-    """Records what each batch saw: the weights it started from, its loss, gradient and rate.
-    Its steps call the submodules directly, never `self(x)`."""
+@functools.cache
+def _tiny_lit_class() -> type:
+    """TinyLit, built on first use: its base class comes from Lightning, imported lazily."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(8, 16)
-        self.fc2 = nn.Linear(16, 3)
-        self.seen: dict[str, list] = {k: [] for k in ("w", "loss", "grad", "lr", "val", "test")}
+    class TinyLit(L.LightningModule):
+        """Records what each batch saw: the weights it started from, its loss, gradient and rate.
+        Its steps call the submodules directly, never `self(x)`."""
 
-    def _loss(self, batch) -> torch.Tensor:
-        x, y = batch
-        return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(8, 16)
+            self.fc2 = nn.Linear(16, 3)
+            self.seen: dict[str, list] = {k: [] for k in ("w", "loss", "grad", "lr", "val", "test")}
 
-    def training_step(self, batch, batch_idx):
-        self.seen["w"].append(self.fc1.weight.detach().clone())
-        self.seen["lr"].append(self.lr_schedulers().get_last_lr()[0])
-        loss = self._loss(batch)
-        self.seen["loss"].append(loss.item())
-        self.log("train_loss", loss)
-        return loss
+        def _loss(self, batch) -> torch.Tensor:
+            x, y = batch
+            return F.cross_entropy(self.fc2(torch.relu(self.fc1(x))), y)
 
-    def on_after_backward(self) -> None:
-        self.seen["grad"].append(self.fc1.weight.grad.detach().clone())
+        def training_step(self, batch, batch_idx):
+            self.seen["w"].append(self.fc1.weight.detach().clone())
+            self.seen["lr"].append(self.lr_schedulers().get_last_lr()[0])
+            loss = self._loss(batch)
+            self.seen["loss"].append(loss.item())
+            self.log("train_loss", loss)
+            return loss
 
-    def validation_step(self, batch, batch_idx):
-        loss = self._loss(batch)
-        if not self.trainer.sanity_checking:
-            self.seen["val"].append(loss.item())
-        self.log("val_loss", loss)
-        return loss
+        def on_after_backward(self) -> None:
+            self.seen["grad"].append(self.fc1.weight.grad.detach().clone())
 
-    def test_step(self, batch, batch_idx):
-        loss = self._loss(batch)
-        self.seen["test"].append(loss.item())
-        self.log("test_loss", loss)
-        return {"loss": loss}
+        def validation_step(self, batch, batch_idx):
+            loss = self._loss(batch)
+            if not self.trainer.sanity_checking:
+                self.seen["val"].append(loss.item())
+            self.log("val_loss", loss)
+            return loss
 
-    def predict_step(self, batch, batch_idx):
-        return self.fc2(torch.relu(self.fc1(batch[0])))
+        def test_step(self, batch, batch_idx):
+            loss = self._loss(batch)
+            self.seen["test"].append(loss.item())
+            self.log("test_loss", loss)
+            return {"loss": loss}
 
-    def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=0.1)
-        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)}
+        def predict_step(self, batch, batch_idx):
+            return self.fc2(torch.relu(self.fc1(batch[0])))
+
+        def configure_optimizers(self):
+            opt = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)}
+
+    return TinyLit
+
+
+def _tiny_lit():
+    return _tiny_lit_class()()
 
 
 def _loader(n_batches: int, seed: int) -> DataLoader:
@@ -104,9 +115,9 @@ def run(tmp_path_factory):
     """fit (with the default sanity check), then test and predict; every 2nd step saved."""
     torch.manual_seed(0)
     out_dir = str(tmp_path_factory.mktemp("lightning") / "trial")
-    cb = DebuggerCallback(out_dir, save_config=smd.SaveConfig(save_interval=2),
+    cb = smd_lightning.DebuggerCallback(out_dir, save_config=smd.SaveConfig(save_interval=2),
                           include_collections=["weights", "biases", "gradients", "losses"])
-    model = TinyLit()
+    model = _tiny_lit()
     trainer = _trainer(cb, max_epochs=EPOCHS)
     trainer.fit(model, _loader(TRAIN_BATCHES, 1), _loader(VAL_BATCHES, 2))
     fit_metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
@@ -194,15 +205,15 @@ def test_configured_from_the_debughookconfig_json(tmp_path, monkeypatch):
         "HookParameters": {"save_interval": "1"},
         "CollectionConfigurations": [{"CollectionName": "gradients"}]}))
     monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(config))
-    cb = DebuggerCallback()  # no out_dir: from the JSON, as the hooks' get_hook does
-    _trainer(cb, max_epochs=1, limit_train_batches=3).fit(TinyLit(), _loader(TRAIN_BATCHES, 1))
+    cb = smd_lightning.DebuggerCallback()  # no out_dir: from the JSON, as the hooks' get_hook does
+    _trainer(cb, max_epochs=1, limit_train_batches=3).fit(_tiny_lit(), _loader(TRAIN_BATCHES, 1))
     cb.close()
     trial = create_trial(str(tmp_path / "from_env"))
     assert trial.steps(mode=TRAIN) == [0, 1, 2]
     assert "gradient/TinyLit_fc2.weight" in trial.tensor_names()
 
     config.write_text(config.read_text().replace("from_env", "explicit"))
-    explicit = DebuggerCallback.create_from_json_file(str(config))
+    explicit = smd_lightning.DebuggerCallback.create_from_json_file(str(config))
     assert explicit.hook.out_dir == str(tmp_path / "explicit")
     explicit.close()
 
@@ -210,13 +221,13 @@ def test_configured_from_the_debughookconfig_json(tmp_path, monkeypatch):
 def test_without_configuration_it_saves_nothing_and_training_runs(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(tmp_path / "absent.json"))
     with caplog.at_level(logging.WARNING):
-        cb = DebuggerCallback()
+        cb = smd_lightning.DebuggerCallback()
     assert cb.hook is None and "no usable DebugHookConfig JSON" in caplog.text
-    model = TinyLit()
+    model = _tiny_lit()
     _trainer(cb, max_epochs=1, limit_train_batches=2).fit(model, _loader(TRAIN_BATCHES, 1))
     assert len(model.seen["loss"]) == 2
     with pytest.raises(SMDebugTypeError, match="hook=object must be a smdebug_lite.pytorch.Hook"):
-        DebuggerCallback(hook=object())
+        smd_lightning.DebuggerCallback(hook=object())
 
 
 DDP_SCRIPT = r"""

@@ -6,18 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-import torch._dynamo
 from _pytorch_support import (
     MLP,
     read_out_dir,
     seeded_without_hook,  # noqa: F401  (a fixture, see pytestmark)
 )
+from lazy_module import lazy
 from torch import nn
-from torch._dynamo.utils import counters
 
 import smdebug_lite.pytorch as smd
 
 pytestmark = pytest.mark.usefixtures("seeded_without_hook")
+dynamo_utils = lazy("torch._dynamo.utils", skip=False)  # torch._dynamo: torch imports it lazily
 
 BACKEND = "aot_eager"  # AOTAutograd compiles the backward pass too; graph breaks are dynamo's
 STEPS = 5
@@ -35,7 +35,7 @@ def _run(out, *, compile_how: str | None, collections: list[str] | None = DEFAUL
     """Train a fresh MLP (seed 0) for STEPS steps; returns dynamo's graph-break count and graph
     count for the run."""
     torch._dynamo.reset()
-    counters.clear()
+    dynamo_utils.counters.clear()
     torch.manual_seed(0)
     model, loss_fn = MLP(), nn.MSELoss()
     hook = None
@@ -64,8 +64,8 @@ def _run(out, *, compile_how: str | None, collections: list[str] | None = DEFAUL
         opt.step()
     if hook is not None:
         hook.close()
-    return {"breaks": sum(counters["graph_break"].values()),
-            "graphs": counters["stats"]["unique_graphs"]}
+    return {"breaks": sum(dynamo_utils.counters["graph_break"].values()),
+            "graphs": dynamo_utils.counters["stats"]["unique_graphs"]}
 
 
 def _assert_same_trial(compiled_out, eager_out) -> None:

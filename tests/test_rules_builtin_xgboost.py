@@ -4,14 +4,15 @@ our XGBoost hook."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
+from lazy_module import lazy, require_module
 
-xgb = pytest.importorskip("xgboost")
+from smdebug_lite.rules import invoke_rule
+from smdebug_lite.rules.builtin import FeatureImportanceOverweight, TreeDepth
+from smdebug_lite.rules.builtin.xgboost import tree_depths
+from smdebug_lite.trials import create_trial
 
-from smdebug_lite.rules import invoke_rule  # noqa: E402
-from smdebug_lite.rules.builtin import FeatureImportanceOverweight, TreeDepth  # noqa: E402
-from smdebug_lite.rules.builtin.xgboost import tree_depths  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
+require_module("xgboost")
+xgb = lazy("xgboost")
 
 
 def _train(out_dir, x, y, rounds=4, **params):

@@ -9,26 +9,28 @@ import logging
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
 
-tf = pytest.importorskip("tensorflow")
-keras = pytest.importorskip("keras")
-
-import _smdebug_lite_alias  # noqa: E402
+import _smdebug_lite_alias
 
 _smdebug_lite_alias.install()
 
-import smdebug.tensorflow as smd  # noqa: E402
-import smdebug.tensorflow.collection as tf_collection  # noqa: E402
-import smdebug.tensorflow.constants as constants  # noqa: E402
-import smdebug.tensorflow.reductions as tf_reductions_module  # noqa: E402
-import smdebug.tensorflow.utils as utils  # noqa: E402
 from smdebug.core.collection import DEFAULT_TF_COLLECTIONS  # noqa: E402
-from smdebug.tensorflow.keras import KerasHook  # noqa: E402
-from smdebug.tensorflow.session import EstimatorHook, SessionHook  # noqa: E402
-from smdebug.tensorflow.singleton_utils import del_hook, get_hook  # noqa: E402
 
 from smdebug_lite.exceptions import SMDebugError, SMDebugNotImplementedError  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
+
+require_module("tensorflow", "keras")
+tf = lazy("tensorflow")
+keras = lazy("keras")
+smd = lazy("smdebug.tensorflow")
+tf_collection = lazy("smdebug.tensorflow.collection")
+constants = lazy("smdebug.tensorflow.constants")
+tf_reductions_module = lazy("smdebug.tensorflow.reductions")
+utils = lazy("smdebug.tensorflow.utils")
+smd_keras = lazy("smdebug.tensorflow.keras")
+tf_session = lazy("smdebug.tensorflow.session")
+tf_singleton_utils = lazy("smdebug.tensorflow.singleton_utils")
 
 # module -> where it is served from, and names code written for smdebug imports from it
 SERVED = {
@@ -68,9 +70,9 @@ SERVED = {
 
 @pytest.fixture(autouse=True)
 def _no_hook():
-    del_hook()
+    tf_singleton_utils.del_hook()
     yield
-    del_hook()
+    tf_singleton_utils.del_hook()
 
 
 @pytest.mark.parametrize("module", list(SERVED))
@@ -88,8 +90,9 @@ def test_the_same_objects_under_every_name():
     from smdebug_lite.trials import create_trial
 
     assert smd.create_trial is create_trial
-    assert smd.KerasHook is KerasHook
-    assert smd.SessionHook is SessionHook and smd.EstimatorHook is EstimatorHook
+    assert smd.KerasHook is smd_keras.KerasHook
+    assert smd.SessionHook is tf_session.SessionHook
+    assert smd.EstimatorHook is tf_session.EstimatorHook
     assert tf_collection.CollectionKeys is smd.CollectionKeys
     assert tf_reductions_module.get_tensorflow_reduction is get_tensorflow_reduction
     assert "create_trial" in dir(smd) or "create_trial" in smd.__all__
@@ -98,9 +101,10 @@ def test_the_same_objects_under_every_name():
 # -- TF1 hooks --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("cls", "api"), [(SessionHook, "tf.compat.v1.Session"),
-                                          (EstimatorHook, "tf.estimator")])
+@pytest.mark.parametrize(("cls", "api"), [("SessionHook", "tf.compat.v1.Session"),
+                                          ("EstimatorHook", "tf.estimator")])
 def test_tf1_hooks_refuse_to_be_built_and_point_to_keras_hook(tmp_path, cls, api):
+    cls = getattr(tf_session, cls)  # by name, so that collecting does not import TensorFlow
     for build in (lambda: cls(out_dir=str(tmp_path / "run")), cls, cls.create_from_json_file):
         with pytest.raises(SMDebugNotImplementedError) as info:
             build()
@@ -108,12 +112,12 @@ def test_tf1_hooks_refuse_to_be_built_and_point_to_keras_hook(tmp_path, cls, api
         assert api in message and "KerasHook" in message and "2.16" in message
         assert isinstance(info.value, NotImplementedError)
     assert not (tmp_path / "run").exists()
-    assert issubclass(EstimatorHook, SessionHook)
+    assert issubclass(tf_session.EstimatorHook, tf_session.SessionHook)
 
 
 def test_get_hook_of_a_tf1_type_is_none(caplog):
     with caplog.at_level(logging.ERROR):
-        assert get_hook("session") is None and get_hook("estimator") is None
+        assert tf_singleton_utils.get_hook("session") is None and tf_singleton_utils.get_hook("estimator") is None
     assert "TF1" in caplog.text
 
 
@@ -337,7 +341,7 @@ def test_add_keras_layer_matches_the_names_the_hook_saves():
 
 def test_a_keras_hook_saves_what_a_tf_collection_names(tmp_path):
     model = _functional_model()
-    hook = KerasHook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=1),
+    hook = smd_keras.KerasHook(str(tmp_path / "run"), save_config=smd.SaveConfig(save_interval=1),
                      include_collections=["custom"])
     custom = tf_collection.as_tf_collection(hook.get_collection("custom"))
     custom.add_keras_layer(model.get_layer("hidden"))

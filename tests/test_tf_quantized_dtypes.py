@@ -8,55 +8,66 @@ through smdebug's proto dtype table. Here both are saved by a real KerasHook, re
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
 from refvenv import ref_python, run_ref
 
-tf = pytest.importorskip("tensorflow")
-
-import _smdebug_lite_alias  # noqa: E402
+import _smdebug_lite_alias
 
 _smdebug_lite_alias.install()
 
 from smdebug.core.reader import FileReader  # noqa: E402
 from smdebug.core.tfevent.util import _get_proto_dtype, make_tensor_proto  # noqa: E402
-from smdebug.tensorflow import KerasHook, ReductionConfig, SaveConfig, create_trial  # noqa: E402
 
 from smdebug_lite import modes  # noqa: E402
-from smdebug_lite.tensorflow.reductions import tf_reductions  # noqa: E402
 
-# TF dtype -> the plain integer numpy dtype it stores
-QUANTIZED = {
-    tf.qint8: np.dtype(np.int8),
-    tf.quint8: np.dtype(np.uint8),
-    tf.qint16: np.dtype(np.int16),
-    tf.quint16: np.dtype(np.uint16),
-    tf.qint32: np.dtype(np.int32),
+require_module("tensorflow")
+tf = lazy("tensorflow")
+smd = lazy("smdebug.tensorflow")
+tf_reductions_module = lazy("smdebug_lite.tensorflow.reductions")
+
+# TF dtype name -> the plain integer numpy dtype it stores (names, so that collecting does not
+# import TensorFlow)
+PLAIN = {
+    "qint8": np.dtype(np.int8),
+    "quint8": np.dtype(np.uint8),
+    "qint16": np.dtype(np.int16),
+    "quint16": np.dtype(np.uint16),
+    "qint32": np.dtype(np.int32),
 }
+
+
+@functools.cache
+def _quantized() -> dict:
+    """TF dtype -> the plain integer numpy dtype it stores."""
+    return {getattr(tf, name): plain for name, plain in PLAIN.items()}
+
 VALUES = [[0, 1, 2], [3, 100, 120]]
 NEGATIVE = [[-128, -1, 0], [1, 2, 127]]  # for the signed types
 
 
 def _values(dt) -> list:
-    return NEGATIVE if QUANTIZED[dt].kind == "i" else VALUES
+    return NEGATIVE if _quantized()[dt].kind == "i" else VALUES
 
 
 def _record(dt) -> np.ndarray:
     """The numpy form TensorFlow gives a quantized dtype: a one-field record array."""
-    return np.array(_values(dt), dtype=QUANTIZED[dt]).view(dt.as_numpy_dtype)
+    return np.array(_values(dt), dtype=_quantized()[dt]).view(dt.as_numpy_dtype)
 
 
 def _save_all_kinds(out_dir: str) -> None:
-    hook = KerasHook(out_dir, save_config=SaveConfig(save_interval=1),
+    hook = smd.KerasHook(out_dir, save_config=smd.SaveConfig(save_interval=1),
                      include_collections=["quantized"])
     hook.get_collection("quantized").include("^q")
-    hook.get_collection("quantized").reduction_config = ReductionConfig(
+    hook.get_collection("quantized").reduction_config = smd.ReductionConfig(
         reductions=["min", "max", "sum"], save_raw_tensor=True)
     hook.set_mode(modes.TRAIN)
     hook.start_step()
-    for dt in QUANTIZED:
+    for dt in _quantized():
         hook.save_tensor(f"q_tensor_{dt.name}", tf.constant(_values(dt), dtype=dt), "quantized")
         hook.save_tensor(f"q_record_{dt.name}", _record(dt), "quantized")
     hook.close()
@@ -70,20 +81,21 @@ def saved(tmp_path_factory) -> str:
 
 
 def test_tf_gives_plain_integers_for_quantized_tensors():
-    for dt, plain in QUANTIZED.items():
+    for dt, plain in _quantized().items():
         assert tf.constant(_values(dt), dtype=dt).numpy().dtype == plain
         assert dt.as_numpy_dtype.names == (dt.name,)
 
 
 @pytest.mark.parametrize("kind", ["tensor", "record"])
-@pytest.mark.parametrize("dt", list(QUANTIZED), ids=lambda d: d.name)
+@pytest.mark.parametrize("dt", list(PLAIN))
 def test_keras_hook_saves_and_reads_back(saved, kind, dt):
-    trial = create_trial(saved)
+    dt = getattr(tf, dt)
+    trial = smd.create_trial(saved)
     t = trial.tensor(f"q_{kind}_{dt.name}")
     value = t.value(0)
-    assert value.dtype == QUANTIZED[dt]
-    np.testing.assert_array_equal(value, np.array(_values(dt), dtype=QUANTIZED[dt]))
-    assert t.dtype(0) == QUANTIZED[dt].name
+    assert value.dtype == _quantized()[dt]
+    np.testing.assert_array_equal(value, np.array(_values(dt), dtype=_quantized()[dt]))
+    assert t.dtype(0) == _quantized()[dt].name
     expected = np.array(_values(dt))
     assert t.reduction_value(0, "min") == expected.min()
     assert t.reduction_value(0, "max") == expected.max()
@@ -92,14 +104,14 @@ def test_keras_hook_saves_and_reads_back(saved, kind, dt):
 
 def test_tf_reductions_of_a_quantized_tensor():
     t = tf.constant([[-5, -1, 3], [1, 2, 127]], dtype=tf.qint8)
-    out = tf_reductions(t, [("max", False), ("min", True), ("sum", False), ("num_zero", False)])
+    out = tf_reductions_module.tf_reductions(t, [("max", False), ("min", True), ("sum", False), ("num_zero", False)])
     assert out[("max", False)] == 127 and out[("min", True)] == 1
     assert out[("sum", False)] == 127 and out[("num_zero", False)] == 0
 
 
 def test_smdebug_proto_dtype_table_has_the_quantized_records():
     # The codes smdebug 1.0.34 gave them (quint16 and qint32 as their plain types).
-    assert [_get_proto_dtype(dt.as_numpy_dtype) for dt in QUANTIZED] == [
+    assert [_get_proto_dtype(dt.as_numpy_dtype) for dt in _quantized()] == [
         (True, "DT_QINT8"), (True, "DT_QUINT8"), (True, "DT_QINT16"), (True, "DT_UINT16"),
         (True, "DT_INT32")]
     proto = make_tensor_proto(_record(tf.qint16), "q")
@@ -134,7 +146,7 @@ def test_smdebug_reads_what_the_keras_hook_saved(saved):
     proc = run_ref(code, saved)
     assert proc.returncode == 0, proc.stderr[-3000:]
     values = json.loads(proc.stdout.strip().splitlines()[-1])
-    for dt in QUANTIZED:
+    for dt in _quantized():
         for kind in ("tensor", "record"):
             assert values[f"q_{kind}_{dt.name}"] == _values(dt), (kind, dt.name)
 
@@ -146,7 +158,7 @@ def test_we_read_quantized_records_smdebug_wrote(tmp_path):
     py, reason = ref_python()
     if py is None:
         pytest.skip(reason)
-    fields = {dt.name: QUANTIZED[dt].str for dt in QUANTIZED}
+    fields = {dt.name: _quantized()[dt].str for dt in _quantized()}
     code = (
         "import json, sys\n"
         "import numpy as np\n"
@@ -165,8 +177,8 @@ def test_we_read_quantized_records_smdebug_wrote(tmp_path):
     event_file = proc.stdout.strip().splitlines()[-1]
     with FileReader(event_file) as reader:
         read = {name: value for name, _step, value, _m, _ms in reader.read_tensors()}
-    assert set(read) == {f"q_{dt.name}" for dt in QUANTIZED}
-    for dt, plain in QUANTIZED.items():
+    assert set(read) == {f"q_{dt.name}" for dt in _quantized()}
+    for dt, plain in _quantized().items():
         assert read[f"q_{dt.name}"].dtype == plain
         np.testing.assert_array_equal(read[f"q_{dt.name}"], np.array(_values(dt), dtype=plain))
 

@@ -10,15 +10,16 @@ import threading
 
 import numpy as np
 import pytest
+from lazy_module import lazy, loaded, require_module
 
-xgb = pytest.importorskip("xgboost")
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
-from smdebug_lite.xgboost import Hook, SaveConfig, get_hook  # noqa: E402
-from smdebug_lite.xgboost import hook as xgboost_hook_module  # noqa: E402
-from smdebug_lite.xgboost.hook import IMPORTANCE_TYPES  # noqa: E402
-from smdebug_lite.xgboost.trees import COLUMNS  # noqa: E402
+require_module("xgboost")
+xgb = lazy("xgboost")
+smd_xgb = lazy("smdebug_lite.xgboost")
+xgboost_hook_module = lazy("smdebug_lite.xgboost.hook")
+xgb_trees = lazy("smdebug_lite.xgboost.trees")
 
 ALL = ["hyperparameters", "metrics", "losses", "predictions", "labels", "feature_importance",
        "trees", "full_shap", "average_shap"]
@@ -52,7 +53,7 @@ def test_train_multiclass_saves_every_collection(tmp_path):
     dval = xgb.DMatrix(xv, label=yv, feature_names=FEATURES)
     params = {"objective": "multi:softprob", "num_class": 3, "max_depth": 3, "eta": 0.3,
               "num_parallel_tree": 2, "eval_metric": ["mlogloss", "merror", "auc"], "seed": 0}
-    hook = Hook(str(tmp_path / "run"), save_config=SaveConfig(save_interval=2),
+    hook = smd_xgb.Hook(str(tmp_path / "run"), save_config=smd_xgb.SaveConfig(save_interval=2),
                 include_collections=ALL, hyperparameters=params, train_data=dtrain,
                 validation_data=dval)
     evals_result: dict = {}
@@ -80,7 +81,7 @@ def test_train_multiclass_saves_every_collection(tmp_path):
         np.testing.assert_allclose(trial.tensor("predictions").value(step), upto.predict(dval),
                                    rtol=1e-6)
         np.testing.assert_array_equal(trial.tensor("labels").value(step), yv)
-        for kind in IMPORTANCE_TYPES:
+        for kind in xgboost_hook_module.IMPORTANCE_TYPES:
             scores = upto.get_score(importance_type=kind)
             total = sum(scores.values())
             saved = {f: trial.tensor(f"feature_importance/{kind}/{f}").value(step)[0]
@@ -102,14 +103,14 @@ def test_train_multiclass_saves_every_collection(tmp_path):
             np.testing.assert_allclose(full, contribs, rtol=1e-6)  # the whole matrix, as smdebug
             np.testing.assert_allclose(trial.tensor(f"average_shap/{feature}").value(step),
                                        [contribs[..., i].mean()], rtol=1e-5)
-    assert {f"trees/{c}" for c in COLUMNS} <= set(trial.tensor_names(collection="trees"))
+    assert {f"trees/{c}" for c in xgb_trees.COLUMNS} <= set(trial.tensor_names(collection="trees"))
     assert "full_shap/bias" not in trial.tensor_names()  # the bias column is not a feature
 
 
 def test_sklearn_regressor_metrics_and_default_interval(tmp_path):
     x, y = regression_data(200, 2)
     xv, yv = regression_data(80, 3)
-    hook = Hook(str(tmp_path / "reg"), include_collections=["metrics", "predictions", "labels",
+    hook = smd_xgb.Hook(str(tmp_path / "reg"), include_collections=["metrics", "predictions", "labels",
                                                             "trees", "feature_importance"],
                 validation_data=(xv, yv))
     model = xgb.XGBRegressor(n_estimators=12, max_depth=2, eval_metric="rmse", callbacks=[hook])
@@ -135,7 +136,7 @@ def test_sklearn_classifier_clone_and_pickle(tmp_path):
     sklearn_base = pytest.importorskip("sklearn.base")
     x, y = classification_data(150, 4)
     out = tmp_path / "clf"
-    hook = Hook(str(out), save_config=SaveConfig(save_interval=1),
+    hook = smd_xgb.Hook(str(out), save_config=smd_xgb.SaveConfig(save_interval=1),
                 include_collections=["metrics", "predictions", "labels"], validation_data=(x, y))
     model = xgb.XGBClassifier(n_estimators=3, max_depth=2, objective="multi:softmax",
                               callbacks=[hook])
@@ -161,8 +162,8 @@ def test_json_config_and_get_hook(tmp_path):
                                             "CollectionParameters": {"save_steps": "3"}}]}
     path = tmp_path / "debughookconfig.json"
     path.write_text(json.dumps(config))
-    hook = get_hook(json_config_path=str(path))
-    assert isinstance(hook, Hook) and get_hook(str(path)) is hook
+    hook = smd_xgb.get_hook(json_config_path=str(path))
+    assert isinstance(hook, smd_xgb.Hook) and smd_xgb.get_hook(str(path)) is hook
     x, y = regression_data(100, 5)
     xgb.train({"max_depth": 2}, xgb.DMatrix(x, label=y), 12,
               evals=[(xgb.DMatrix(x, label=y), "train")], callbacks=[hook], verbose_eval=False)
@@ -172,22 +173,22 @@ def test_json_config_and_get_hook(tmp_path):
     assert trial.tensor("train-rmse").steps() == [0, 10]  # metrics: always, hook interval
     assert trial.tensor("trees/Node").steps() == [0, 3, 10]  # save_steps adds to the interval
     assert trial.tensor("feature_importance/gain/f0").steps() == [0, 10]
-    assert get_hook(str(tmp_path / "missing.json")) is hook  # the existing hook is reused
+    assert smd_xgb.get_hook(str(tmp_path / "missing.json")) is hook  # the existing hook is reused
 
 
 def test_no_config_means_no_hook(tmp_path, monkeypatch):
     monkeypatch.setenv("SMDEBUG_CONFIG_FILE_PATH", str(tmp_path / "absent.json"))
-    assert get_hook() is None
+    assert smd_xgb.get_hook() is None
 
 
 def test_failure_never_stops_training(tmp_path, caplog, monkeypatch):
-    hook = Hook(str(tmp_path / "broken"), save_config=SaveConfig(save_interval=1),
+    hook = smd_xgb.Hook(str(tmp_path / "broken"), save_config=smd_xgb.SaveConfig(save_interval=1),
                 include_collections=["trees"])
 
     def broken(model):
         raise RuntimeError("tree dump exploded")
 
-    monkeypatch.setattr(xgboost_hook_module, "round_tree_table", broken)
+    monkeypatch.setattr(loaded(xgboost_hook_module), "round_tree_table", broken)
     x, y = regression_data(60, 6)
     with caplog.at_level(logging.ERROR):
         booster = xgb.train({"max_depth": 2}, xgb.DMatrix(x, label=y), 4, callbacks=[hook])
@@ -199,7 +200,7 @@ def test_failure_never_stops_training(tmp_path, caplog, monkeypatch):
 
 def test_s3_out_dir(s3_bucket, s3_endpoint):
     out = f"s3://{s3_bucket}/jobs/xgb"
-    hook = Hook(out, save_config=SaveConfig(save_interval=2), include_collections=["metrics"])
+    hook = smd_xgb.Hook(out, save_config=smd_xgb.SaveConfig(save_interval=2), include_collections=["metrics"])
     x, y = regression_data(80, 7)
     result: dict = {}
     xgb.train({"max_depth": 2}, xgb.DMatrix(x, label=y), 4,
@@ -225,7 +226,7 @@ def test_collective_ranks_name_the_workers(tmp_path):
         try:
             with xgb.collective.CommunicatorContext(**args, dmlc_task_id=str(rank)):
                 part = slice(rank * 60, (rank + 1) * 60)
-                hook = Hook(str(tmp_path / "dist"), save_config=SaveConfig(save_interval=1),
+                hook = smd_xgb.Hook(str(tmp_path / "dist"), save_config=smd_xgb.SaveConfig(save_interval=1),
                             include_collections=["metrics"], include_workers="all")
                 d = xgb.DMatrix(x[part], label=y[part])
                 xgb.train({"max_depth": 2}, d, 2, evals=[(d, "train")], callbacks=[hook],
@@ -249,7 +250,7 @@ def test_collective_ranks_name_the_workers(tmp_path):
 
 def test_cv_saves_fold_mean_metrics(tmp_path):
     x, y = regression_data(90, 9)
-    hook = Hook(str(tmp_path / "cv"), save_config=SaveConfig(save_interval=1),
+    hook = smd_xgb.Hook(str(tmp_path / "cv"), save_config=smd_xgb.SaveConfig(save_interval=1),
                 include_collections=["metrics", "trees"])
     result = xgb.cv({"max_depth": 2}, xgb.DMatrix(x, label=y), 3, nfold=3, callbacks=[hook])
     hook.close()

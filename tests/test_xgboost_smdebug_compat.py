@@ -7,13 +7,15 @@ import json
 
 import numpy as np
 import pytest
+from lazy_module import lazy, require_module
 from refvenv import ref_python, run_ref
 
-xgb = pytest.importorskip("xgboost")
+from smdebug_lite.hooks import singleton
+from smdebug_lite.trials import create_trial
 
-from smdebug_lite.hooks import singleton  # noqa: E402
-from smdebug_lite.trials import create_trial  # noqa: E402
-from smdebug_lite.xgboost import Hook, SaveConfig  # noqa: E402
+require_module("xgboost")
+xgb = lazy("xgboost")
+smd_xgb = lazy("smdebug_lite.xgboost")
 
 READER = r"""
 import json, sys, logging
@@ -46,7 +48,7 @@ def test_smdebug_1_0_34_reads_an_xgboost_run(tmp_path):
     d = xgb.DMatrix(x, label=y)
     params = {"objective": "binary:logistic", "max_depth": 3, "eval_metric": ["logloss", "auc"]}
     out = tmp_path / "xgb"
-    hook = Hook(str(out), save_config=SaveConfig(save_interval=3), include_collections=COLLECTIONS,
+    hook = smd_xgb.Hook(str(out), save_config=smd_xgb.SaveConfig(save_interval=3), include_collections=COLLECTIONS,
                 hyperparameters=params, train_data=d, validation_data=d)
     xgb.train(params, d, 7, evals=[(d, "train")], callbacks=[hook], verbose_eval=False)
     hook.close()

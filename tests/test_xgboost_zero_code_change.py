@@ -11,8 +11,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from lazy_module import require_module
 
-pytest.importorskip("xgboost")
+require_module("xgboost")
 
 from hook_config_files import write_hook_config  # noqa: E402
 
