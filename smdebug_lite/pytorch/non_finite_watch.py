@@ -469,8 +469,9 @@ class NonFiniteWatch:
         self._record(record, saved, self._identity())
 
     def _optimizer_stepped(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        """A torch optimizer stepped: the held gradient is applied. (The hook stays registered
-        until the next step begins: torch walks its global hooks while it calls them.)"""
+        """A torch optimizer stepped: the held gradient is applied. (The hook is not removed
+        here, as torch walks its global hooks while it calls them: a finding settled at a step
+        boundary removes it, a recorded one leaves it until the watch is removed.)"""
         held = self.held
         if held is not None and not self.done:
             with self.hook.failsafe("detect_non_finite"):
