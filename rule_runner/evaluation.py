@@ -10,6 +10,8 @@ engine for many jobs (here or on Ray) is `smdebug_lite.distributed.evaluate_jobs
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 import os
 import tempfile
@@ -133,6 +135,15 @@ class _LocalJob(RunnerJob):
             self.progress(steps_evaluated, step)
 
 
+@functools.cache
+def _module_loggers() -> tuple[str, ...]:
+    """The loggers of the rules package's modules (each logs on its module's name), imported
+    yet or not."""
+    root = Path(importlib.util.find_spec(_RULES_LOGGER).origin).parent
+    return tuple(".".join((_RULES_LOGGER, *f.relative_to(root).with_suffix("").parts))
+                 for f in sorted(root.rglob("*.py")) if f.name != "__init__.py")
+
+
 class _RulesLoggerLevel:
     """The rules logger opened to INFO while any job captures its evidence: jobs may run on
     several threads at once (`smdebug-lite watch`), so the first to start saves the level and
@@ -152,9 +163,10 @@ class _RulesLoggerLevel:
             if self.users > 1:
                 return self.shown_from
             shown_from = self.shown_from = logger.getEffectiveLevel()
-            # Its children (the invoker's, made now if its module is not imported yet) keep
-            # the level they had.
-            logging.getLogger(f"{_RULES_LOGGER}.invoker")
+            # Its children (the invoker's, the actions': those of modules not imported yet
+            # made now) keep the level they had.
+            for name in _module_loggers():
+                logging.getLogger(name)
             self.pinned = [lg for n, lg in logging.Logger.manager.loggerDict.items()
                            if n.startswith(_RULES_LOGGER + ".") and isinstance(lg, logging.Logger)
                            and lg.level == logging.NOTSET]

@@ -223,12 +223,19 @@ def test_subprocess_help_json_and_exit_codes(run):
     assert r.returncode == 4 and r.stderr.startswith("error: no tensor 'nope'")
 
 
-def test_rules_prints_its_table_without_the_invokers_log_lines(run):
-    """In a fresh process, where the rule invoker's module is first imported while the job
-    runs: its INFO lines (the container's log) stay out of the command's output."""
+def test_rules_prints_its_table_without_the_invokers_log_lines(run, tmp_path):
+    """In a fresh process, where the rule invoker's and the actions' modules are first
+    imported while the job runs: their INFO lines (the container's log) stay out of the
+    command's output."""
     r = run_subprocess("rules", run, "--rule", "LossNotDecreasing")
     assert r.returncode == 0 and "NoIssuesFound" in r.stdout, r.stderr
     assert "execution of rule" not in r.stdout + r.stderr
+    actions = json.dumps([{"name": "stopsignal", "path": str(tmp_path)}])
+    r = run_subprocess("rules", GOLDEN / "pt_basic", "--rule", "VanishingGradient",
+                       "-p", "threshold=0.5", "--action-json", actions)
+    assert r.returncode == 1 and "IssuesFound" in r.stdout, r.stderr
+    assert list(tmp_path.iterdir()), "the stop signal action did not run"
+    assert "stop signal" not in r.stdout + r.stderr and "action(s)" not in r.stdout + r.stderr
 
 
 def test_s3_trial(run, s3_endpoint, s3_bucket):
