@@ -459,7 +459,7 @@ class NonFiniteWatch:
         saved = self._the_way(phase, kept, i)
         if phase == "backward":
             float16 = k.tensor.dtype is torch.float16 or any(
-                t.dtype is torch.float16 for t in (o.tensor for o in self._module_outputs()))
+                o.tensor.dtype is torch.float16 for o in self._module_outputs())
             self.held = _Held(record, saved, self._identity(), k.param, float16)
             if self.optimizer_handle is None:
                 self.optimizer_handle = torch_optimizer.register_optimizer_step_post_hook(

@@ -261,7 +261,8 @@ def build_runner(model, kind: str, session: CaptureSession, fns: StepFunctions,
             with first_replica_captures(trainer_module):
                 result = instrumented(*args, **kwargs)
         except Exception as error:
-            if fns.names is not None if captures else fns.checked_ran:
+            ran_before = fns.names is not None if captures else fns.checked_ran
+            if ran_before:
                 raise  # it worked before: a real training error, not ours
             if captures:
                 fns.failed = True
