@@ -34,17 +34,19 @@ SCRIPT = textwrap.dedent("""
     if "sigpipe" in flags:
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 
+    def read_proc(path):  # empty once its thread or process ended (listed, then gone)
+        try:
+            with open(path, "rb") as f:
+                return f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            return b""
+
     def writer_children():
         kids = []
         for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children") as f:
-                kids += map(int, f.read().split())
-        found = []
-        for pid in kids:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"smdebug_lite.writer.process.main" in f.read():
-                    found.append(pid)
-        return found
+            kids += map(int, read_proc(f"/proc/self/task/{task}/children").split())
+        return [pid for pid in kids
+                if b"smdebug_lite.writer.process.main" in read_proc(f"/proc/{pid}/cmdline")]
 
     def kill_writer():
         (pid,) = [p for p in writer_children() if p == hook.trial_writer.pid]
