@@ -179,6 +179,11 @@ def test_a_block_whose_last_step_is_not_saved_is_compacted_once(tmp_path, monkey
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
     c.step_written(21)  # the first step after block 1
     _wait_for_chunks(tmp_path, [(0, 9, 4), (12, 18, 3)], timeout=60)
+    # The head is on disk before the compacting process (at the lowest CPU priority) exits
+    # and its answer reaches the compactor: wait for the answer, not a fixed time.
+    deadline = time.monotonic() + 60
+    while not c.results and time.monotonic() < deadline:
+        time.sleep(0.05)
     for step in (24, 27):
         c.step_written(step)
     time.sleep(1.5)
