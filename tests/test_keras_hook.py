@@ -220,6 +220,28 @@ def test_gradient_tape_loop(tmp_path):
     np.testing.assert_allclose(trial.tensor("scalar/lr").value(1), [LR])
 
 
+def test_registered_objects_stay_patched_when_loops_end_until_close(tmp_path):
+    """fit patches its model for its loops only; what a custom loop registered stays patched
+    across them, until the hook is closed."""
+    x, y = data(8, 9)
+    model = make_model(9)
+    custom = keras.optimizers.SGD(LR)
+    hook = smd_tf.KerasHook(str(tmp_path / "kept"), save_config=smd_tf.SaveConfig(save_interval=1),
+                            include_collections=["gradients", "layers"])
+    hook.register_model(model)
+    hook.wrap_optimizer(custom)
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, callbacks=[hook])
+    assert not getattr(model.train_function, "_smd_runner", False)
+    assert "train_step" not in model.__dict__
+    assert "apply" not in model.optimizer.__dict__  # patched for fit's loop only
+    assert all("call" in layer.__dict__ for layer in [model, *model.layers])
+    assert "apply" in custom.__dict__
+    hook.close()
+    assert not any("call" in layer.__dict__ for layer in [model, *model.layers])
+    assert "apply" not in custom.__dict__
+    assert set(create_trial(str(tmp_path / "kept")).tensor_names(collection="gradients")) == set(GRADS)
+
+
 def test_save_gradients_from_a_compiled_step(tmp_path):
     x, y = data(8, 5)
     model = make_model(3)

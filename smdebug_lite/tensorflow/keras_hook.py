@@ -29,6 +29,7 @@ from smdebug_lite.hooks.step_machine import Capture
 from smdebug_lite.log.logger import get_logger
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.tensorflow import capture as cap
+from smdebug_lite.tensorflow.attachment import Attachment
 from smdebug_lite.tensorflow.flavor import flavor_of
 from smdebug_lite.tensorflow.keras2 import Keras2CallbackProtocol
 from smdebug_lite.tensorflow.keras_collection import Collection as TFCollection
@@ -107,12 +108,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             on_failure=self._instrumentation_failed,
             new_check=None if self._watch is None else self._watch.new_check)
         self._open_batch: int | None = None  # Keras' batch index of the step in progress
-        self._functions: dict[tuple[int, str], cap.StepFunctions] = {}
         self._loops: list[str] = []  # Keras loops in progress: ["train", "test"] in validation
-        self._attached: Any = None
-        self._patched_layers: list = []
-        self._patched_optimizers: list = []
-        self._registered_models: list = []
+        self._attachment = Attachment(self._session)
         self._warned: set[str] = set()
         self.collections_configured()
 
@@ -421,7 +418,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         saved them from the Keras step: rank-1 tensors as ``(N, 1)`` (the step's
         ``expand_1d``), and a dict or list indexed even when it holds one tensor."""
         with self.failsafe("step data"):
-            x, y, _ = flavor_of(self._attached).unpack_data(data)
+            x, y, _ = flavor_of(self._attachment.model).unpack_data(data)
             for role, prefix, value in ((K.INPUTS, "inputs", x), (K.OUTPUTS, "labels", y)):
                 tensors = [cap.expand_1d(t) for t in cap.tensors_of(value)]
                 names = structure_names(prefix, value, len(tensors))
@@ -452,74 +449,36 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         if len(self._loops) > 1 or self.model is None:
             return
         model = self.model
-        self._attached = model
+        self._attachment.attach(model)
         for v in model.weights:
             name = variable_name(v)
             self._set_role(name, self._variable_role(name))
         if self._may_capture() or self._watch is not None:
             self._patch_model(model)
-            for k in cap.KINDS:
-                cap.install_step_dispatcher(model, k, self._session)
+            self._attachment.install_step_dispatchers(model)
 
     def _patch_model(self, model) -> None:
         layers = model._flatten_layers(include_self=True, recursive=True)
         for layer in layers:
-            if cap.patch_layer(layer, self._session, is_root=layer is model):
-                self._patched_layers.append(layer)
+            self._attachment.patch_layer(layer, is_root=layer is model)
         optimizer = getattr(model, "optimizer", None)
-        if flavor_of(optimizer).patch_optimizer(optimizer, self._on_apply_gradients):
-            self._patched_optimizers.append(optimizer)
+        self._attachment.patch_optimizer(optimizer, self._on_apply_gradients)
 
     def _exit_keras(self, kind: str) -> None:
         self._finish_step()
         if kind == "train" and self._watch is not None:
-            self._watch.check_variables(self._attached)  # (after the loop's last update)
+            self._watch.check_variables(self._attachment.model)  # (after the loop's last update)
         if self._loops:
             self._loops.pop()
         if not self._loops:
-            self._detach()
-
-    def _detach(self) -> None:
-        model, self._attached = self._attached, None
-        if model is not None:
-            for (mid, kind), fns in self._functions.items():
-                attr = f"{kind}_function"
-                if mid == id(model) and getattr(model, attr, None) is fns.dispatcher:
-                    setattr(model, attr, fns.plain)
-            for k in cap.KINDS:
-                cap.remove_step_dispatcher(model, k)
-        keep = {id(m) for m in self._registered_models}
-        for layer in self._patched_layers:
-            if id(layer) not in keep:
-                cap.unpatch_layer(layer)
-        self._patched_layers = [ly for ly in self._patched_layers if id(ly) in keep]
-        for optimizer in self._patched_optimizers:
-            if id(optimizer) not in keep:
-                flavor_of(optimizer).unpatch_optimizer(optimizer)
-        self._patched_optimizers = [o for o in self._patched_optimizers if id(o) in keep]
-
-    def _install_function(self, model, kind: str) -> cap.StepFunctions | None:
-        """Put the kind's dispatcher where Keras looks for its step function; a function Keras
-        made anew (first loop, recompiled model) gets a new one."""
-        attr = f"{kind}_function"
-        current = getattr(model, attr, None)
-        if current is None:
-            return None
-        fns = self._functions.setdefault((id(model), kind), cap.StepFunctions())
-        if current is not fns.dispatcher:
-            if current is not fns.plain:
-                fns.plain, fns.runner, fns.names, fns.failed = current, None, None, False
-                fns.checked, fns.checked_ran, fns.checked_failed = None, False, False
-            fns.dispatcher = cap.build_dispatcher(self._session, fns)
-            setattr(model, attr, fns.dispatcher)
-        return fns
+            self._attachment.detach()
 
     def _select_function(self, kind: str) -> None:
         """Run this step with the instrumented function only if it saves captured tensors."""
-        model = self._attached
+        model = self._attachment.model
         if model is None:
             return
-        fns = self._install_function(model, kind)
+        fns = self._attachment.install_function(model, kind)
         if fns is None:
             return
         instrumented = f"_smd_original_{kind}_step" in model.__dict__
@@ -551,8 +510,9 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
             self.set_mode(_MODE_OF_KIND[kind])
             self.start_step()
             self._open_batch = batch
-            if self.saving_this_step and self._attached is not None:
-                self._save_variables(self._attached)
+            model = self._attachment.model
+            if self.saving_this_step and model is not None:
+                self._save_variables(model)
             self._select_function(kind)
 
     def _finish_step(self) -> None:
@@ -596,13 +556,14 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
         if self.disabled or not early or self._loops:
             return
         with self.failsafe("set_model"):
-            if self._attached is not None and self._attached is not model:
-                self._detach()
-            self._attached = model
+            attached = self._attachment.model
+            if attached is not None and attached is not model:
+                self._attachment.detach()
+            self._attachment.attach(model)
             for kind in early:
                 if getattr(model, f"{kind}_function", None) is None:
                     getattr(model, f"make_{kind}_function")()
-                self._install_function(model, kind)
+                self._attachment.install_function(model, kind)
 
     def on_train_begin(self, logs=None):
         self._mode_begin("train")
@@ -656,9 +617,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     def wrap_optimizer(self, optimizer):
         """Save gradients whenever ``optimizer.apply``/``apply_gradients`` runs eagerly."""
         with self.failsafe("wrap_optimizer"):
-            if flavor_of(optimizer).patch_optimizer(optimizer, self._on_apply_gradients):
-                self._patched_optimizers.append(optimizer)
-                self._registered_models.append(optimizer)
+            if self._attachment.patch_optimizer(optimizer, self._on_apply_gradients):
+                self._attachment.register(optimizer)
         return optimizer
 
     def register_model(self, model) -> None:
@@ -669,9 +629,8 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
                 name = variable_name(v)
                 self._set_role(name, self._variable_role(name))
             for layer in model._flatten_layers(include_self=True, recursive=True):
-                if cap.patch_layer(layer, self._session, is_root=layer is model):
-                    self._patched_layers.append(layer)
-                self._registered_models.append(layer)
+                self._attachment.patch_layer(layer, is_root=layer is model)
+                self._attachment.register(layer)
 
     def _tape_step_begin(self) -> None:
         if self.disabled:
@@ -725,8 +684,7 @@ class KerasHook(HookCore, Keras2CallbackProtocol, keras.callbacks.Callback):
     def _safe_detach(self) -> None:
         try:
             self._loops = []
-            self._registered_models = []
-            self._detach()
+            self._attachment.release()
         except Exception as e:  # never let cleanup break training
             logger.warning("smdebug-lite could not restore the Keras model: %s", e)
 
