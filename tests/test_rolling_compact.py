@@ -19,6 +19,7 @@ import pytest
 from conftest import kept_log_records
 from small_training import train
 from test_manifest import snapshot, write_steps
+from waiting import wait_until
 
 from smdebug_lite.format import manifest as mf
 from smdebug_lite.trials import create_trial
@@ -83,10 +84,8 @@ def test_a_running_job_is_compacted_block_by_block_reading_each_file_once(tmp_pa
         compactor = rolling.compactor_of(hook.out_dir)
         assert compactor is not None
         _wait_for_chunks(out, [(0, 999, 1000), (1000, 1999, 1000)])
-        deadline = time.monotonic() + 30
-        while sum(r.chunks_written for r in compactor.results) < 2 and \
-                time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: sum(r.chunks_written for r in compactor.results) >= 2,
+                   what="the compactor's answers for both blocks")
         results = list(compactor.results)
         assert sum(r.index_files_read for r in results) == 2000
         assert all(r.chunks_checked == 0 for r in results)  # its own head, trusted
@@ -140,9 +139,7 @@ def test_a_compaction_short_of_the_chief_waits_and_the_writer_end_finishes_it(tm
     _worker_1_through(tmp_path, range(15))  # worker_1 is at step 14
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
     c.step_written(19)
-    deadline = time.monotonic() + 30
-    while not c.results and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: c.results, what="the first compaction's answer")
     time.sleep(0.2)
     assert _chunks(tmp_path) == [(0, 9, 20)]
     _worker_1_through(tmp_path, range(15, 20))
@@ -162,9 +159,7 @@ def test_a_compaction_short_of_the_chief_is_tried_again_without_more_steps(tmp_p
     _worker_1_through(tmp_path, range(5))
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=10, min_files=0)
     c.step_written(19)
-    deadline = time.monotonic() + 30
-    while not c.results and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: c.results, what="the first compaction's answer")
     assert _chunks(tmp_path) == []
     _worker_1_through(tmp_path, range(5, 20))
     _wait_for_chunks(tmp_path, [(0, 9, 20), (10, 19, 20)], timeout=60)
@@ -181,9 +176,7 @@ def test_a_block_whose_last_step_is_not_saved_is_compacted_once(tmp_path, monkey
     _wait_for_chunks(tmp_path, [(0, 9, 4), (12, 18, 3)], timeout=60)
     # The head is on disk before the compacting process (at the lowest CPU priority) exits
     # and its answer reaches the compactor: wait for the answer, not a fixed time.
-    deadline = time.monotonic() + 60
-    while not c.results and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: c.results, what="the first compaction's answer")
     for step in (24, 27):
         c.step_written(step)
     time.sleep(1.5)
@@ -198,9 +191,7 @@ def test_a_failure_is_logged_once_and_stops_rolling(tmp_path):
     c = rolling.RollingCompactor(str(tmp_path), chunk_steps=5, min_files=0)
     with contextmanager(kept_log_records)("smdebug_lite.writer.compaction.rolling") as records:
         c.step_written(4)
-        deadline = time.monotonic() + 30
-        while c.failed is None and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: c.failed is not None, what="the failed compaction's answer")
         c.step_written(9)
         c.end()
     assert c.failed is not None and len(c.results) == 0
@@ -298,9 +289,8 @@ def test_a_compaction_past_the_end_wait_is_stopped_not_left_running(tmp_path, mo
     c = rolling.RollingCompactor(str(trial), chunk_steps=10, min_files=0)
     with contextmanager(kept_log_records)("smdebug_lite.writer.compaction.rolling") as records:
         c.step_written(10)
-        deadline = time.monotonic() + 30
-        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: pid_file.exists() and pid_file.read_text(),
+                   what="the compacting process's pid file")
         pid = int(pid_file.read_text())
         started = time.monotonic()
         c.end(timeout=0.5)

@@ -201,12 +201,19 @@ def test_stop_event_stops_promptly_while_waiting(tmp_path):
     for s in scalar_steps(3):
         b.add(s)
     b.flush()  # no end marker: training "still running"
-    stop = threading.Event()
-    threading.Timer(0.3, stop.set).start()
-    t0 = time.monotonic()
-    res = invoke_rule(Threshold(create_trial(out)), stop_event=stop)
+    stop, waiting = threading.Event(), threading.Event()
+    stopped_at: list[float] = []
+
+    def stop_once_waiting() -> None:  # (not after a fixed delay: the steps before may be slow)
+        waiting.wait(60)
+        stopped_at.append(time.monotonic())
+        stop.set()
+
+    threading.Thread(target=stop_once_waiting, daemon=True).start()
+    res = invoke_rule(Threshold(create_trial(out)), stop_event=stop,
+                      on_wait=lambda pos, waited: waiting.set())
     assert res.status == "Stopped" and res.steps_evaluated == 3 and res.last_step == 2
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - stopped_at[0] < 10
     b.close()
 
 
@@ -390,9 +397,9 @@ def test_end_step_does_not_wait_for_later_steps(tmp_path):
     for s in scalar_steps(5):
         b.add(s)
     b.flush()  # training still running, steps >= 5 not written yet
-    t0 = time.monotonic()
     rule = Threshold(create_trial(out))
-    res = invoke_rule(rule, end_step=5)
+    waits: list[int] = []
+    res = invoke_rule(rule, end_step=5, on_wait=lambda pos, waited: waits.append(pos))
     assert res.status == "NoIssuesFound" and rule.seen == list(range(5))
-    assert time.monotonic() - t0 < 2.0
+    assert waits == []
     b.close()

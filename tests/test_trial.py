@@ -189,7 +189,7 @@ def test_missing_step_vs_future_step(tmp_path):
     started = time.monotonic()
     with pytest.raises(ex.TrialDataTimeout):
         t.wait_for_steps([6], timeout=0.3)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 60  # (not the trial's 600 s; a loaded machine is slow)
     write_steps(w, [6], lambda s: {**simple_tensors(s), "late": np.ones(2)})
     assert float(loss.value(6)) == pytest.approx(1 / 7)  # a miss refreshes
     assert t.tensor("late").steps() == [6]
@@ -304,7 +304,7 @@ def test_bad_input(tmp_path, monkeypatch):
     started = time.monotonic()
     with pytest.raises(ex.TrialDataTimeout) as e:
         create_trial(str(tmp_path / "nothing_here"), timeout=0.6)
-    assert time.monotonic() - started < 5 and "nothing_here" in str(e.value)
+    assert time.monotonic() - started < 60 and "nothing_here" in str(e.value)  # (not 600 s)
     monkeypatch.setenv("SMDEBUG_TRIAL_TIMEOUT", "0.3")
     with pytest.raises(ex.TrialDataTimeout):
         create_trial(str(tmp_path / "nothing_either"))
@@ -387,7 +387,7 @@ def test_missing_event_file_is_reported_without_waiting(tmp_path):
     started = time.monotonic()
     with pytest.raises(ex.EventFileMissing):  # not "not saved": the index says it was
         t.tensor("w").value(1)
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 20  # (its retries would take 50 s)
     assert float(t.tensor("loss").value(2)) == pytest.approx(1 / 3)
 
 

@@ -16,13 +16,13 @@ from smdebug_lite.trials import StepState, create_trial
 
 REPO = Path(__file__).resolve().parents[1]
 WRITER = r"""
-import sys, time
+import os, sys, time
 import numpy as np
 from smdebug_lite.config import CollectionManager
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.writer import ThreadTrialWriter as TrialWriter
 
-out, worker, num_workers, steps, delay, start_delay = sys.argv[1:7]
+out, worker, num_workers, steps, delay, start_delay, hold = sys.argv[1:8]
 num_workers, steps, delay, start_delay = int(num_workers), int(steps), float(delay), float(start_delay)
 time.sleep(start_delay)
 w = TrialWriter(out, worker)
@@ -30,6 +30,9 @@ w.write_collections(CollectionManager(framework="pytorch", num_workers=num_worke
 w.flush()
 rank = int(worker.split("_")[-1])
 for s in range(steps):
+    give_up = time.monotonic() + 120
+    while hold and s == steps - 1 and not os.path.exists(hold) and time.monotonic() < give_up:
+        time.sleep(0.02)  # the last step waits until the test has seen the run in progress
     sw = w.new_step(s, ModeKeys.TRAIN, s)
     sw.add_tensor("w", np.full(3, 100 * rank + s, dtype=np.float32))
     sw.add_tensor("loss", np.array(1.0 / (s + 1), dtype=np.float32))
@@ -41,11 +44,14 @@ w.close()
 
 
 def start_writer(out: str, worker: str = "worker_0", num_workers: int = 1, steps: int = 8,
-                 delay: float = 0.15, start_delay: float = 0.0) -> subprocess.Popen:
+                 delay: float = 0.15, start_delay: float = 0.0, hold: Path | None = None,
+                 ) -> subprocess.Popen:
+    """A writer process; with `hold`, its last step waits until that file exists (so that a
+    reader on a loaded machine still sees the run in progress)."""
     env = dict(os.environ, PYTHONPATH=str(REPO), SMDEBUG_LOG_LEVEL="warning")
     return subprocess.Popen(
         [sys.executable, "-c", WRITER, out, worker, str(num_workers), str(steps), str(delay),
-         str(start_delay)], cwd=str(REPO), env=env)
+         str(start_delay), str(hold or "")], cwd=str(REPO), env=env)
 
 
 @pytest.fixture
@@ -61,7 +67,8 @@ def procs():
 def test_reads_steps_while_a_writer_process_adds_them(tmp_path, procs):
     out = str(tmp_path / "live")
     n = 8
-    procs.append(start_writer(out, steps=n, start_delay=0.3))
+    release = tmp_path / "release"
+    procs.append(start_writer(out, steps=n, start_delay=0.3, hold=release))
     trial = create_trial(out, timeout=60)  # waits for the collections file to appear
     observed_counts = []
     saw_running = False
@@ -71,6 +78,7 @@ def test_reads_steps_while_a_writer_process_adds_them(tmp_path, procs):
         observed_counts.append(len(trial.steps()))
         assert trial.tensor("w").value(s).tolist() == [float(s)] * 3
         assert trial.has_passed_step(s) is StepState.AVAILABLE
+        release.touch()  # (seen in progress: the writer may write its last step)
     assert procs[0].wait(timeout=60) == 0
     assert saw_running, "the writer finished before the trial saw a single step"
     assert observed_counts == sorted(observed_counts) and observed_counts[0] < n
@@ -85,7 +93,8 @@ def test_two_writer_processes_one_slower(tmp_path, procs):
     out = str(tmp_path / "dist")
     n = 6
     procs.append(start_writer(out, "worker_0", 2, steps=n, delay=0.05))
-    procs.append(start_writer(out, "worker_1", 2, steps=n, delay=0.25))
+    release = tmp_path / "release"
+    procs.append(start_writer(out, "worker_1", 2, steps=n, delay=0.25, hold=release))
     trial = create_trial(out, timeout=60)
     deadline = time.monotonic() + 60
     seen_incomplete = False
@@ -93,11 +102,14 @@ def test_two_writer_processes_one_slower(tmp_path, procs):
         complete = trial.steps()
         everything = trial.steps(show_incomplete_steps=True)
         seen_incomplete |= len(everything) > len(complete)
+        if seen_incomplete:
+            release.touch()
         for s in complete:  # a complete step has both workers' data, whatever the timing
             w = trial.tensor("w")
             assert w.value(s, worker="worker_1").tolist() == [100.0 + s] * 3
             assert w.value(s).tolist() == [float(s)] * 3
         time.sleep(0.05)
+    release.touch()
     for p in procs:
         assert p.wait(timeout=60) == 0
     trial.wait_for_steps(range(n), timeout=60)

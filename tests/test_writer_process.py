@@ -14,6 +14,7 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from smdebug_lite.modes import ModeKeys
 from smdebug_lite.trials import create_trial
@@ -347,16 +348,23 @@ def test_the_ack_board_ring_hands_over_entries_in_order_and_says_when_it_is_full
         trainer.close_fd()
 
 
-def _active_writer(tmp_path) -> tuple[handle.WriterProcess, ProcessTrialWriter]:
-    """A writer process that polls (so repeat steps may go on the ring), with one writer open."""
+def _active_writer(tmp_path, monkeypatch) -> tuple[handle.WriterProcess, ProcessTrialWriter]:
+    """A writer process that polls (so repeat steps may go on the ring), with one writer open.
+    The repeat steps after it go on the ring however long this process is kept from running
+    (on a loaded machine the writer process's polling may end first; it then reads the ring
+    at its next idle look)."""
     from smdebug_lite.writer.process.ack_board import RING_SUPPORTED
+    from smdebug_lite.writer.process.main import POLL_WHILE_ACTIVE_S
 
     if not RING_SUPPORTED:
         pytest.skip("the ring is used only where stores are seen in program order (x86)")
     proc = wp.writer_process()
+    before = time.monotonic()
     w = ProcessTrialWriter(proc, str(tmp_path), "worker_0")
     w.flush()  # (the writer process ran something just now: it polls for the next 2 s)
-    assert proc.board.active_until > time.monotonic() + handle.RING_MARGIN_S
+    wait_until(lambda: proc.board.active_until >= before + POLL_WHILE_ACTIVE_S,
+               what="the writer process saying it polls")
+    monkeypatch.setattr(handle, "RING_MARGIN_S", -3600.0)
     return proc, w
 
 
@@ -367,10 +375,10 @@ def _repeat(w: ProcessTrialWriter, step: int, arrays: dict[str, np.ndarray]) -> 
     w.submit(sw)
 
 
-def test_repeat_steps_on_the_ring_run_in_order_with_socket_messages(tmp_path):
+def test_repeat_steps_on_the_ring_run_in_order_with_socket_messages(tmp_path, monkeypatch):
     """A repeat step posted on the ring before a full step sent on the socket is written with
     the template before that full step (the writer process runs both by sequence number)."""
-    proc, w = _active_writer(tmp_path)
+    proc, w = _active_writer(tmp_path, monkeypatch)
     a = proc.shared_array(np.dtype(np.float32), (50, 4))
     c = proc.shared_array(np.dtype(np.int64), (7,))
     sent = []
@@ -410,7 +418,7 @@ def _wall_times(out_dir: Path, step: int) -> dict[str, float]:
 
 
 def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tmp_path, monkeypatch):
-    proc, w = _active_writer(tmp_path)
+    proc, w = _active_writer(tmp_path, monkeypatch)
     monkeypatch.setattr(handle, "RING_MARGIN_S", 1e9)  # as if its polling ended long ago
     a = proc.shared_array(np.dtype(np.float32), (20,))
     sent = []
@@ -428,13 +436,13 @@ def test_repeat_steps_go_on_the_socket_when_the_writer_process_may_be_blocked(tm
     assert [float(trial.tensor("a").value(s)[0]) for s in range(3)] == [0.0, 1.0, 2.0]
 
 
-def test_a_step_marked_as_a_repeat_goes_on_the_ring_until_an_error_waits(tmp_path):
+def test_a_step_marked_as_a_repeat_goes_on_the_ring_until_an_error_waits(tmp_path, monkeypatch):
     """A step carrying `PendingStep.repeat` (a hook's replayed step) is posted on the ring
     with one look at the board; once the writer process has posted an error, the next one
     raises it instead of being posted."""
     import shutil
 
-    proc, w = _active_writer(tmp_path)
+    proc, w = _active_writer(tmp_path, monkeypatch)
     w.write_collections('{"collections": {}, "_meta": {"num_workers": 1}}')
     a = proc.shared_array(np.dtype(np.float32), (30,))
     a[...] = 0
@@ -471,10 +479,10 @@ def test_a_step_marked_as_a_repeat_goes_on_the_ring_until_an_error_waits(tmp_pat
         w.close()
 
 
-def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path):
+def test_steps_alternating_between_two_sets_of_buffers_go_over_in_short(tmp_path, monkeypatch):
     """Saving every step, the pools alternate between two sets of buffers (one being written
     while the next is captured): after one full step of each, both go over in short."""
-    proc, w = _active_writer(tmp_path)
+    proc, w = _active_writer(tmp_path, monkeypatch)
     sets = [proc.shared_array(np.dtype(np.float32), (30,)) for _ in range(2)]
     sent = []
     w._send = lambda msg, poll=True, send=w._send: (sent.append(msg[0]), send(msg, poll))[1]
@@ -502,7 +510,9 @@ def test_steps_sent_before_the_training_process_dies_are_written(tmp_path, repea
         sys.path.insert(0, {str(REPO)!r})
         from smdebug_lite.modes import ModeKeys
         from smdebug_lite.writer import ProcessTrialWriter
+        from smdebug_lite.writer.process import handle
         from smdebug_lite.writer.process.lifecycle import writer_process
+        handle.RING_MARGIN_S = -3600.0  # (repeats on the ring however slowly this process runs)
         proc = writer_process()
         print(proc.popen.pid, flush=True)
         w = ProcessTrialWriter(proc, {str(tmp_path)!r}, "worker_0")

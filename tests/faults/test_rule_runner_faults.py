@@ -216,20 +216,22 @@ def test_constructor_error_shows_parameters_without_secrets(tmp_path) -> None:
 
 
 # --- bounded waits ------------------------------------------------------------------------
+# (The seconds a message says were waited are measured: the timeout, or more on a loaded
+# machine; the job's time bounds them.)
 
 
 @pytest.mark.parametrize("case, expected", [
     ("steps_without_end_marker",
      r"ClientError: rule VanishingGradient timed out: no new step after step 24 \(no "
-     r"training_job_end\.ts yet\) appeared under {path} after waiting [45]s "
+     r"training_job_end\.ts yet\) appeared under {path} after waiting \d+s "
      r"\(last step evaluated: 24; trial timeout 5s"),
     ("collections_only",
      r"ClientError: rule VanishingGradient timed out: no step at or after step 0 \(no "
-     r"training_job_end\.ts yet\) appeared under {path} after waiting [45]s "
+     r"training_job_end\.ts yet\) appeared under {path} after waiting \d+s "
      r"\(no step evaluated; trial timeout 5s"),
     ("nothing_written",
      r"ClientError: No debugging data appeared in base trial {path}: No collection files "
-     r"appeared under {path} after waiting [45]s"),
+     r"appeared under {path} after waiting \d+s"),
 ])
 def test_trial_timeout_ends_the_job(tmp_path, case, expected) -> None:
     trial = make_trial(tmp_path, end=False, steps=case == "steps_without_end_marker",
@@ -251,7 +253,7 @@ def test_trial_timeout_from_environment_bounds_a_wait_inside_the_rule(tmp_path) 
     job.assert_error(proc, rf"ClientError: rule LookAheadRule \(look_ahead\.py\) timed out: no "
                            rf"step 100 of mode GLOBAL (\(trial 'trial'\) )?appeared under "
                            rf"{re.escape(str(trial))} "
-                           r"after waiting 3s \(no step evaluated; trial timeout 3s")
+                           r"after waiting \d+s \(no step evaluated; trial timeout 3s")
     assert job.elapsed < 20, f"took {job.elapsed:.0f}s:\n{job.output}"
 
 
