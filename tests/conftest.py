@@ -71,6 +71,23 @@ def s3_endpoint() -> Iterator[S3Endpoint]:
 
 
 @pytest.fixture
+def no_current_hook() -> Iterator[None]:
+    """No hook is current when the test begins or after it ends: `get_hook` in the test does
+    not find another test's hook, and the next test does not find this one's."""
+    from smdebug_lite.hooks import singleton
+
+    singleton.del_hook()
+    yield
+    singleton.del_hook()
+
+
+@pytest.fixture(params=["keras2", "keras3"])
+def K(request: pytest.FixtureRequest):
+    """The Keras package under test: ``tf_keras`` (Keras 2) or ``keras`` (Keras 3)."""
+    return pytest.importorskip("tf_keras" if request.param == "keras2" else "keras")
+
+
+@pytest.fixture
 def s3_bucket(s3_endpoint: S3Endpoint) -> str:
     """A fresh, empty bucket on the session's S3 endpoint."""
     return s3_endpoint.new_bucket()

@@ -73,7 +73,6 @@ from smdebug_lite.config.collection import builtin_collections  # noqa: E402
 from smdebug_lite.config.collection_manager import (  # noqa: E402
     CollectionManager as LiteCollectionManager,
 )
-from smdebug_lite.hooks import singleton  # noqa: E402
 from smdebug_lite.hooks.training_state import TrainingState  # noqa: E402
 from smdebug_lite.modes import ModeKeys  # noqa: E402
 from smdebug_lite.trials import create_trial  # noqa: E402
@@ -109,11 +108,7 @@ def _train(hook, steps: int = 4) -> None:
     hook.close()
 
 
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 # -- the same objects as smdebug_lite's -----------------------------------------------------

@@ -18,7 +18,6 @@ from legacy_keras import run_legacy_script
 from refvenv import ref_python, run_ref
 
 from smdebug_lite import modes
-from smdebug_lite.hooks import singleton
 from smdebug_lite.trials import create_trial
 
 require_module("tensorflow", "tf_keras")
@@ -63,11 +62,7 @@ def _log_recorder():
     return LogRecorder()
 
 
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 def test_flavor_follows_the_keras_that_made_the_object():

@@ -15,7 +15,6 @@ from keras_reference import check_fit_layout, data, reference
 from lazy_module import lazy, loaded, require_module
 
 from smdebug_lite import modes
-from smdebug_lite.hooks import singleton
 from smdebug_lite.trials import create_trial
 
 require_module("tensorflow", "keras")
@@ -65,11 +64,7 @@ def _log_recorder():
     return LogRecorder()
 
 
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 def test_fit_evaluate_predict_match_independent_values(tmp_path, caplog):

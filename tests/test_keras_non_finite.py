@@ -18,7 +18,6 @@ from legacy_keras import run_legacy_script
 
 from smdebug_lite import modes
 from smdebug_lite.format.non_finite import NonFiniteRecord
-from smdebug_lite.hooks import singleton
 from smdebug_lite.trials import create_trial
 
 require_module("tensorflow")
@@ -30,17 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 BATCH = 4
 
 
-@pytest.fixture(params=["keras2", "keras3"])
-def K(request):
-    """The Keras package under test: ``tf_keras`` (Keras 2) or ``keras`` (Keras 3)."""
-    return pytest.importorskip("tf_keras" if request.param == "keras2" else "keras")
-
-
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 def _data(n: int = 40):

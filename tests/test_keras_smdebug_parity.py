@@ -15,7 +15,6 @@ from lazy_module import lazy, require_module
 from refvenv import ref_python, run_ref
 
 from smdebug_lite import modes
-from smdebug_lite.hooks import singleton
 from smdebug_lite.trials import create_trial
 
 require_module("tensorflow")
@@ -24,17 +23,7 @@ smd_tf = lazy("smdebug_lite.tensorflow")
 tf_keras_collection = lazy("smdebug_lite.tensorflow.keras_collection")
 
 
-@pytest.fixture(params=["keras2", "keras3"])
-def K(request):
-    """The Keras package under test: ``tf_keras`` (Keras 2) or ``keras`` (Keras 3)."""
-    return pytest.importorskip("tf_keras" if request.param == "keras2" else "keras")
-
-
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 def _functional(K, outputs: int = 1, input_name: str = "x"):

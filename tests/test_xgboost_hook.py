@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from lazy_module import lazy, loaded, require_module
 
-from smdebug_lite.hooks import singleton
 from smdebug_lite.trials import create_trial
 
 require_module("xgboost")
@@ -26,11 +25,7 @@ ALL = ["hyperparameters", "metrics", "losses", "predictions", "labels", "feature
 FEATURES = ["alpha", "b", "c", "d", "e"]  # "alpha"/"b" end in characters smdebug's regex drops
 
 
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    singleton.del_hook()
-    yield
-    singleton.del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 def classification_data(n: int, seed: int):

@@ -65,11 +65,7 @@ BAD_ARGUMENTS: list[tuple[str, Any, type, str]] = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _no_current_hook():
-    del_hook()
-    yield
-    del_hook()
+pytestmark = pytest.mark.usefixtures("no_current_hook")
 
 
 @pytest.mark.parametrize("framework", FRAMEWORKS)
